@@ -1,0 +1,1 @@
+"""The `dsh` command-line app."""

@@ -1,0 +1,30 @@
+"""Run benchmarks by name: `python -m benchmarks p1 p7` (no names: all of them)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from pathlib import Path
+
+
+def available() -> list[str]:
+    """Benchmark modules are `benchmarks/<name>.py` files exposing `main()`."""
+    here = Path(__file__).resolve().parent
+    skip = {"harness", "__main__"}
+    return sorted(m.name for m in pkgutil.iter_modules([str(here)]) if m.name not in skip)
+
+
+def main(argv: list[str]) -> int:
+    names = argv or available()
+    unknown = [n for n in names if n not in available()]
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(unknown)}; available: {', '.join(available())}")
+        return 2
+    for name in names:
+        importlib.import_module(f"benchmarks.{name}").main()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""First-party plugins of dsh-harness."""

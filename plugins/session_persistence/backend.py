@@ -1,0 +1,98 @@
+"""The hook interface a storage engine implements to sit behind the persistence seam.
+
+The write coordinator (`coordinator.py`) owns ordering, batching, adoption and repair decisions;
+a backend only stores and reads. Every method may be called concurrently for *different* ids; the
+coordinator never overlaps two calls for the same id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """Where a backend keeps (or would keep) a session: `kind` is e.g. "file" or "database"."""
+
+    kind: str
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLog:
+    """A stored session as read from storage.
+
+    `meta` is the header without its storage tag (`version, id, createdAt, cwd?, ...`, with
+    `delegationDepth` defaulted to 0). `events` are the committed, decoded events (packed rows
+    expanded), including any best-effort `recovered` events of a torn tail. `torn_marker` is
+    opaque to the coordinator: non-None means the tail is torn and `commit_repair` must be called
+    with it before the log is writable.
+    """
+
+    meta: JsonObject
+    events: list[JsonObject]
+    revision: str
+    torn_marker: object | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A header and an opaque revision (stable while unchanged, new after any write)."""
+
+    header: JsonObject
+    revision: str
+
+
+@runtime_checkable
+class PersistenceBackend(Protocol):
+    """Storage hooks behind `sessionPersistence` (spec 02 §4)."""
+
+    #: `session-persistence-jsonl` | `session-persistence-sqlite` | `session-persistence-postgres`
+    name: str
+
+    def locate(self, meta: JsonObject) -> Location | None:
+        """Where `meta`'s session lives; no I/O."""
+
+    async def read_raw(self, session_id: str) -> bytes:
+        """The stored artifact verbatim, or raise `SessionPersistenceError` with
+        `this session persistence backend does not expose raw artifacts`."""
+
+    async def load_stored(self, session_id: str) -> StoredLog | None:
+        """Read and validate; None when nothing is stored. Corruption raises
+        `SessionPersistenceCorruptionError`; format refusals `SessionFormatUnsupportedError`."""
+
+    async def read_stored_revision(self, session_id: str) -> str | None:
+        """The current revision without decoding events; None when nothing is stored."""
+
+    async def append_batch(
+        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
+    ) -> None:
+        """Make `events` durable as one unit. When not materialized, create the log with the
+        header and this first batch atomically. Honour the writer lock and the stale-writer check
+        (spec 02 §6) for `meta["id"]`."""
+
+    async def commit_repair(
+        self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
+    ) -> None:
+        """Drop the torn tail described by `marker` (if any), re-append what it recovered, then
+        append `closers`; durable on return."""
+
+    async def list(self) -> list[JsonObject]:
+        """Headers of every materialized session."""
+
+    async def list_snapshots(self) -> list[Snapshot]:
+        """Headers with revisions."""
+
+    async def acquire_writer(self, session_id: str) -> None:
+        """Take the cross-process writer lock for a live session, without waiting; raise
+        `SessionLockedError` naming the holder. Re-entrant within one backend instance."""
+
+    async def release_writer(self, session_id: str) -> None:
+        """Release a lock taken by `acquire_writer` (no-op when not held)."""
+
+    async def aclose(self) -> None:
+        """Release every lock and resource."""
