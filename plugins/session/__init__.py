@@ -1,0 +1,1 @@
+"""Sessions: the JSON codec, the event model, crash repair and message derivation."""

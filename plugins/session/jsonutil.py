@@ -1,0 +1,224 @@
+"""JSON the way the original harness writes it: JavaScript `JSON.stringify` bytes, lossless values.
+
+`dumps` is byte-identical to `JSON.stringify` for lossless values (spec 02 §1): no spaces, UTF-8
+literal text, only `\\" \\\\ \\b \\f \\n \\r \\t` short escapes, lowercase `\\uXXXX` for other
+control characters and lone surrogates, numbers in ECMAScript Number-to-string form. The common
+case runs entirely in the C encoder; a single regex scan over its output detects the rare values
+whose Python rendering differs (integral or exponent floats, surrogates) and re-encodes those.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+__all__ = ["MAX_SAFE_INTEGER", "dumps", "loads", "snapshot"]
+
+#: Largest integer a JavaScript Number holds exactly (2**53 - 1).
+MAX_SAFE_INTEGER = 2**53 - 1
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_encode_str = json.encoder.encode_basestring
+
+# Output of the C encoder that may differ from JSON.stringify: surrogate code points, a float
+# rendered with a trailing ".0", or a float in exponent form. Matches inside strings are harmless
+# false positives (they only cost the slow path).
+_SUSPECT = re.compile("[\ud800-\udfff]|[0-9]\\.0(?![0-9])|[0-9]e[-+]")
+_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_LONE = re.compile("[\ud800-\udfff]")
+
+
+def dumps(value: Any) -> str:
+    """Serialize `value` exactly like JavaScript `JSON.stringify`.
+
+    Expects JSON values (see `snapshot`); raises `ValueError` for NaN, infinities and cycles.
+    """
+    text = _ENCODER.encode(value)
+    if _SUSPECT.search(text) is None:
+        return text
+    return "".join(_slow(value, []))
+
+
+def _slow(value: Any, out: list[str]) -> list[str]:
+    """Encode `value` into `out` with the JavaScript rules for floats and surrogates."""
+    if isinstance(value, str):
+        out.append(_js_string(value))
+    elif isinstance(value, float):
+        out.append(js_number(value))
+    elif isinstance(value, dict):
+        out.append("{")
+        first = True
+        for key, item in value.items():
+            if not first:
+                out.append(",")
+            first = False
+            out.append(_js_string(key if isinstance(key, str) else str(key)))
+            out.append(":")
+            _slow(item, out)
+        out.append("}")
+    elif isinstance(value, list | tuple):
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _slow(item, out)
+        out.append("]")
+    else:
+        out.append(_ENCODER.encode(value))
+    return out
+
+
+def _js_string(text: str) -> str:
+    """A JSON string literal as `JSON.stringify` writes it (UTF-16 semantics for surrogates)."""
+    if _LONE.search(text) is None:
+        return str(_encode_str(text))
+    # Adjacent high+low surrogate code points form one character in UTF-16: join them first.
+    joined = _PAIR.sub(
+        lambda m: m.group().encode("utf-16-be", "surrogatepass").decode("utf-16-be"), text
+    )
+    return _LONE.sub(lambda m: f"\\u{ord(m.group()):04x}", str(_encode_str(joined)))
+
+
+def js_number(value: float) -> str:
+    """ECMAScript Number::toString of a finite float (`1`, `1.5`, `1e+21`, `1e-7`)."""
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a JSON value (JSON has no NaN or Infinity)")
+    if value == 0.0:
+        return "0"
+    text = repr(value)
+    sign = ""
+    if text[0] == "-":
+        sign, text = "-", text[1:]
+    mantissa, _, exp_text = text.partition("e")
+    whole, _, frac = mantissa.partition(".")
+    if not exp_text and whole != "0":
+        # Positional repr (1e-4 <= |v| < 1e16): identical to JS except a trailing ".0".
+        return sign + (whole if frac == "0" else mantissa)
+    digits = (whole + frac).lstrip("0").rstrip("0") or "0"
+    # n = position of the decimal point relative to the first significant digit.
+    n = int(exp_text) + len(whole) if exp_text else -(len(frac) - len(frac.lstrip("0")))
+    k = len(digits)
+    if k <= n <= 21:
+        body = digits + "0" * (n - k)
+    elif 0 < n <= 21:
+        body = digits[:n] + "." + digits[n:]
+    elif -6 < n <= 0:
+        body = "0." + "0" * (-n) + digits
+    else:
+        exponent = n - 1
+        mark = "+" if exponent >= 0 else "-"
+        head = digits if k == 1 else digits[0] + "." + digits[1:]
+        body = f"{head}e{mark}{abs(exponent)}"
+    return sign + body
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text} is out of range for a JSON value")
+    return value
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse JSON text; refuses `NaN`, `Infinity` and numbers that overflow to infinity."""
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+class _Refused(Exception):
+    """Internal: the value is not lossless JSON."""
+
+
+def snapshot(value: Any) -> Any:
+    """Check that `value` is lossless JSON and return a deep copy of it, in one pass.
+
+    Accepts None, bool, int with |v| <= 2**53-1, finite float except -0.0, str, list and dict
+    with str keys, acyclic; exact types only (no subclasses except bool). Raises `TypeError`
+    naming the first offending location otherwise.
+    """
+    try:
+        return _copy(value, set())
+    except (_Refused, RecursionError):
+        pass
+    raise TypeError(_explain(value))
+
+
+def _copy(value: Any, path: set[int]) -> Any:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+        raise _Refused
+    if kind is float:
+        if value - value == 0.0 and (value != 0.0 or math.copysign(1.0, value) > 0):
+            return value
+        raise _Refused
+    if kind is dict:
+        marker = id(value)
+        if marker in path:
+            raise _Refused
+        path.add(marker)
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Refused
+            kind = type(item)
+            out[key] = item if kind is str or kind is bool or item is None else _copy(item, path)
+        path.discard(marker)
+        return out
+    if kind is list:
+        marker = id(value)
+        if marker in path:
+            raise _Refused
+        path.add(marker)
+        copied = [
+            item
+            if (kind := type(item)) is str or kind is bool or item is None
+            else _copy(item, path)
+            for item in value
+        ]
+        path.discard(marker)
+        return copied
+    raise _Refused
+
+
+def _explain(value: Any) -> str:
+    """Describe where `value` stops being lossless JSON (slow; only after a refusal)."""
+    stack: list[tuple[Any, str]] = [(value, "value")]
+    seen: dict[int, str] = {}
+    while stack:
+        item, where = stack.pop()
+        kind = type(item)
+        if item is None or kind is str or kind is bool:
+            continue
+        if kind is int:
+            if abs(item) > MAX_SAFE_INTEGER:
+                return f"{where} is an integer outside the JavaScript safe range: {item}"
+            continue
+        if kind is float:
+            if not math.isfinite(item):
+                return f"{where} is {item!r}, which JSON cannot represent"
+            if item == 0.0 and math.copysign(1.0, item) < 0:
+                return f"{where} is -0.0, which JSON cannot represent"
+            continue
+        if kind is dict or kind is list:
+            if where.startswith(seen.get(id(item), "\0") + "["):
+                return f"{where} is a reference cycle"
+            seen[id(item)] = where
+            if kind is dict:
+                for key, child in item.items():
+                    if type(key) is not str:
+                        return f"{where} has a non-string key {key!r}"
+                    stack.append((child, f"{where}[{key!r}]"))
+            else:
+                stack.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
+            continue
+        return f"{where} has type {kind.__qualname__}, which is not a lossless JSON value"
+    return "value is nested too deeply to be copied"
