@@ -7,6 +7,7 @@ coordinator never overlaps two calls for the same id.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -84,7 +85,7 @@ class PersistenceBackend(Protocol):
     async def list(self) -> list[JsonObject]:
         """Headers of every materialized session."""
 
-    async def list_snapshots(self) -> list[Snapshot]:
+    async def list_snapshots(self) -> builtins.list[Snapshot]:
         """Headers with revisions."""
 
     async def acquire_writer(self, session_id: str) -> None:
