@@ -1,0 +1,54 @@
+"""Errors of the tools runtime: `HarnessError`s with the stable codes of spec 03 §5."""
+
+from __future__ import annotations
+
+from plugins.llm import HarnessError
+
+#: Result codes (`info.code`) of the tools runtime.
+ABORTED = "ABORTED"
+ABORTED_BEFORE_DISPATCH = "ABORTED_BEFORE_DISPATCH"
+UNKNOWN_TOOL = "UNKNOWN_TOOL"
+INVALID_ARGS = "INVALID_ARGS"
+INVALID_TOOL_OUTPUT = "INVALID_TOOL_OUTPUT"
+TOOL_TIMEOUT = "TOOL_TIMEOUT"
+UNSUPPORTED_SCHEMA = "UNSUPPORTED_SCHEMA"
+
+
+class ToolNotFoundError(HarnessError):
+    """No tool of that name is visible to the call."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f'unknown tool "{name}"', UNKNOWN_TOOL)
+
+
+class ToolArgsError(HarnessError):
+    """The call's arguments violate the tool's `parameters` schema."""
+
+    def __init__(self, violations: list[str]) -> None:
+        super().__init__(f"invalid arguments: {'; '.join(violations)}", INVALID_ARGS)
+
+
+class ToolOutputError(HarnessError):
+    """The tool returned a value that violates its `output_schema`."""
+
+    def __init__(self, name: str, violations: list[str]) -> None:
+        message = f'tool "{name}" returned invalid output: {"; ".join(violations)}'
+        super().__init__(message, INVALID_TOOL_OUTPUT)
+
+
+class ToolTimeoutError(HarnessError):
+    """The tool's deadline fired; the timeout policy reports it as the call's result."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, TOOL_TIMEOUT)
+
+
+class ToolSchemaError(HarnessError):
+    """A tool declares a JSON Schema outside the supported subset."""
+
+    def __init__(self, name: str, field: str, problems: list[str]) -> None:
+        message = (
+            f'tool "{name}" {field} use JSON Schema outside the supported subset: '
+            + "; ".join(problems)
+        )
+        super().__init__(message, UNSUPPORTED_SCHEMA)

@@ -1,0 +1,298 @@
+"""The execution pipeline (spec 03 §5.5) as four stages the agent loop drives.
+
+`ToolScheduler.prepare(input)` creates the call (argument snapshot), runs `tools/pre-execute`
+and the guards; `dispatch(call)` runs the `tools/execute` waterfall around the tool body;
+`finalize(call)` runs `tools/post-execute`; `finish(call)` snapshots the result, applies the
+tool's `finalize_content` and emits `tools/result`. The loop calls `prepare` sequentially in
+model order, may overlap `dispatch` of calls it groups as parallel, and calls `finalize` then
+`finish` once per call. Every stage after `prepare` is a no-op for a call already settled by an
+earlier stage: a FINAL result skips `finalize`, a POST result (denials, dispatch results) runs it.
+`ToolsService.execute(input)` runs all four for one call.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from framework import AbortSignal
+from plugins.session.jsonutil import snapshot
+
+from .decisions import Accept, Allow, Ask, Block, Deny
+from .errors import ToolArgsError, ToolNotFoundError, ToolOutputError
+from .execution import ToolExecution, ToolExecutionInput
+from .registry import Registry, scope_of
+from .results import (
+    ToolExecutionResult,
+    ToolFailure,
+    aborted_before_dispatch_result,
+    aborted_result,
+    content_message,
+    exception_result,
+    failure_result,
+    text_block,
+)
+from .schema import violations
+
+ARGS_NOT_LOSSLESS = "tool execution arguments must be losslessly JSON-serializable"
+RESULT_NOT_LOSSLESS = "tool result must be losslessly JSON-serializable"
+
+
+class PreparedCall:
+    """One call moving through the stages; `result` is set once a stage settles it."""
+
+    __slots__ = ("body_ran", "exec", "final", "input", "result")
+
+    def __init__(self, input: ToolExecutionInput, exec: ToolExecution) -> None:
+        self.input = input
+        self.exec = exec
+        self.result: ToolExecutionResult | None = None
+        #: A FINAL result skips `tools/post-execute`.
+        self.final = False
+        self.body_ran = False
+
+    @property
+    def dispatchable(self) -> bool:
+        """True while no stage has produced a result (prepare allowed the call)."""
+        return self.result is None
+
+    def settle(self, result: ToolExecutionResult, *, final: bool) -> None:
+        self.result = result
+        self.final = final
+
+
+async def _resolved(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class ToolScheduler:
+    """The four pipeline stages over a registry; `ctx` dispatches calls made without an agent."""
+
+    def __init__(self, ctx: Any, registry: Registry) -> None:
+        self._ctx = ctx
+        self._registry = registry
+
+    def _dispatcher(self, exec: ToolExecution) -> Any:
+        return exec.agent.ctx if exec.agent is not None else self._ctx
+
+    def _scope(self, exec: ToolExecution) -> Any:
+        return scope_of(exec.agent.ctx) if exec.agent is not None else None
+
+    async def prepare(self, input: ToolExecutionInput) -> PreparedCall:
+        """Create the call and decide whether it may dispatch (pre-execute, guards)."""
+        try:
+            arguments = snapshot(input.arguments)
+        except TypeError:
+            call = PreparedCall(input, ToolExecution(input, input.arguments))
+            call.settle(exception_result(TypeError(ARGS_NOT_LOSSLESS)), final=True)
+            return call
+        call = PreparedCall(input, ToolExecution(input, arguments))
+        if input.signal.aborted:
+            call.settle(aborted_before_dispatch_result(), final=True)
+            return call
+        try:
+            denial = await self._pre_execute(call.exec)
+            if denial is None:
+                denial = await self._guard(call.exec)
+        except Exception as error:
+            call.settle(exception_result(error), final=True)
+            return call
+        if _aborted(input.signal):
+            call.settle(aborted_before_dispatch_result(), final=False)
+        elif denial is not None:
+            call.settle(failure_result(denial), final=False)
+        return call
+
+    async def _pre_execute(self, exec: ToolExecution) -> str | None:
+        async def allow() -> Allow:
+            return Allow()
+
+        decision = await _resolved(
+            self._dispatcher(exec).waterfall("tools/pre-execute", exec, inner=allow)
+        )
+        if not isinstance(decision, Allow | Deny | Ask):
+            raise TypeError(
+                f"tools/pre-execute must return Allow, Deny or Ask, got {type(decision).__name__}"
+            )
+        for context in decision.contexts:
+            exec.defer_context(context)
+        if isinstance(decision, Deny):
+            return decision.reason
+        if isinstance(decision, Ask):
+            return (
+                decision.reason
+                if decision.reason is not None
+                else f'tool "{exec.name}" requires approval (not yet supported)'
+            )
+        return None
+
+    async def _guard(self, exec: ToolExecution) -> str | None:
+        for guard in self._registry.guards(self._scope(exec)):
+            reason = await _resolved(guard(exec))
+            if isinstance(reason, str):
+                return reason
+        return None
+
+    async def dispatch(self, call: PreparedCall) -> None:
+        """Run the `tools/execute` waterfall around the body (no-op for a settled call)."""
+        if call.result is not None:
+            return
+        exec = call.exec
+
+        async def body() -> ToolExecutionResult:
+            return await self._run_body(call)
+
+        try:
+            outcome = await _resolved(
+                self._dispatcher(exec).waterfall("tools/execute", exec, inner=body)
+            )
+            result = _normalized(outcome)
+        except Exception as error:
+            call.settle(exception_result(error), final=True)
+            return
+        if call.input.signal.aborted and not result.is_error:
+            result = _cancellation(call)
+        call.settle(result, final=False)
+
+    async def _run_body(self, call: PreparedCall) -> ToolExecutionResult:
+        exec = call.exec
+        caller = call.input.signal
+        fused = caller if exec.signal is caller else AbortSignal.any([caller, exec.signal])
+        if fused.aborted:
+            return aborted_before_dispatch_result()
+        tool = self._registry.resolve(exec.name, self._scope(exec))
+        if tool is None:
+            return exception_result(ToolNotFoundError(exec.name))
+        problems = violations(exec.arguments, tool.parameters, "arguments")
+        if problems:
+            return exception_result(ToolArgsError(problems))
+        swapped, exec.signal = exec.signal, fused
+        call.body_ran = True
+        try:
+            value = await tool.execute(exec.arguments, exec)
+        except Exception as error:
+            return aborted_result() if fused.aborted else exception_result(error)
+        finally:
+            exec.signal = swapped
+        if _aborted(fused):
+            return aborted_result()
+        try:
+            if tool.output_schema is not None:
+                problems = violations(value, tool.output_schema, "value")
+                if problems:
+                    raise ToolOutputError(tool.name, problems)
+            content = tool.content_of(exec.arguments, value)
+            meta = (
+                None
+                if tool.presentation_meta is None
+                else tool.presentation_meta(exec.arguments, value)
+            )
+        except Exception as error:
+            return exception_result(error)
+        return ToolExecutionResult(is_error=False, content=content, value=value, meta=meta)
+
+    async def finalize(self, call: PreparedCall) -> None:
+        """Run `tools/post-execute` on a POST result (no-op for FINAL ones)."""
+        if call.final or call.result is None:
+            return
+        exec, result = call.exec, call.result
+
+        async def accept() -> Accept:
+            return Accept()
+
+        try:
+            decision = await _resolved(
+                self._dispatcher(exec).waterfall("tools/post-execute", exec, result, inner=accept)
+            )
+            result = self._decided(exec, result, decision)
+        except Exception as error:
+            result = exception_result(error)
+        if call.input.signal.aborted and not result.is_error:
+            result = _cancellation(call)
+        call.settle(result, final=True)
+
+    def _decided(
+        self, exec: ToolExecution, result: ToolExecutionResult, decision: Any
+    ) -> ToolExecutionResult:
+        if not isinstance(decision, Accept | Block):
+            raise TypeError(
+                f"tools/post-execute must return Accept or Block, got {type(decision).__name__}"
+            )
+        for context in decision.contexts:
+            exec.defer_context(context)
+        if isinstance(decision, Block):
+            feedback = decision.feedback
+            blocks = [text_block(feedback)] if isinstance(feedback, str) else list(feedback)
+            return ToolExecutionResult(
+                is_error=True, content=blocks, error=ToolFailure(content_message(blocks))
+            )
+        if decision.content is not None:
+            return replace(result, content=list(decision.content))
+        if decision.replaces_value:
+            if result.is_error:
+                raise TypeError("post-execute Accept(value=...) cannot replace a failed result")
+            tool = self._registry.resolve(exec.name, self._scope(exec))
+            content = (
+                tool.content_of(exec.arguments, decision.value)
+                if tool is not None
+                else [text_block(str(decision.value))]
+            )
+            return replace(result, value=decision.value, content=content)
+        return result
+
+    async def finish(self, call: PreparedCall) -> ToolExecutionResult:
+        """Snapshot the result, apply `finalize_content`, emit `tools/result`; return it."""
+        if call.result is None:
+            raise RuntimeError("finish() needs a call that prepare/dispatch settled")
+        exec = call.exec
+        result = call.result
+        if exec.contexts or exec.concludes_turn:
+            result = replace(
+                result,
+                additional_contexts=[*result.additional_contexts, *exec.contexts],
+                concludes_turn=result.concludes_turn or exec.concludes_turn,
+            )
+        try:
+            result = ToolExecutionResult.from_json(snapshot(result.to_json()))
+        except TypeError:
+            result = exception_result(TypeError(RESULT_NOT_LOSSLESS))
+        tool = self._registry.resolve(exec.name, self._scope(exec))
+        if tool is not None and tool.finalize_content is not None:
+            try:
+                content = await _resolved(tool.finalize_content(exec, result))
+                if content is not None:
+                    result = replace(result, content=list(content))
+            except Exception as error:
+                result = exception_result(error)
+        call.settle(result, final=True)
+        self._dispatcher(exec).emit("tools/result", exec, result)
+        return result
+
+    async def execute(self, input: ToolExecutionInput) -> ToolExecutionResult:
+        """All four stages for one call."""
+        call = await self.prepare(input)
+        await self.dispatch(call)
+        await self.finalize(call)
+        return await self.finish(call)
+
+
+def _normalized(outcome: object) -> ToolExecutionResult:
+    """A wrapper's return value as a result (a result object or its persisted JSON)."""
+    if isinstance(outcome, ToolExecutionResult):
+        return outcome
+    if isinstance(outcome, Mapping):
+        return ToolExecutionResult.from_json(outcome)
+    raise TypeError(
+        f"tools/execute listener must return a tool result, got {type(outcome).__name__}"
+    )
+
+
+def _aborted(signal: AbortSignal) -> bool:
+    """Read `signal.aborted` afresh: it changes across awaits (no type narrowing)."""
+    return signal.aborted
+
+
+def _cancellation(call: PreparedCall) -> ToolExecutionResult:
+    return aborted_result() if call.body_ran else aborted_before_dispatch_result()
