@@ -1,0 +1,77 @@
+"""dsh-agent: the `agents` service and the agent loop (spec 03 §7).
+
+An agent drives one live session: its inbox (`followup`, `steer`, `inject`), a driver that runs
+turns in the service's task group, steps that stream the model's response into the log and run
+its tool calls, and a scoped context (`agent.ctx`) whose `agent/*` and `tools/*` listeners see
+only that agent. Hooks: `agent/pre-step` (waterfall → `Enter | Reject`), `agent/request`
+(waterfall → call config), `agent/request-error` (serial → `Retry | None`),
+`agent/turn-stopping` (serial). Live events: `agent/created|disposed|status|session-start|error`,
+`agent/inbox/inserted|claimed|discarded`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .agent import Agent, AgentStatus
+from .errors import AgentError
+from .hooks import (
+    DISPOSED,
+    PARENT,
+    USER,
+    AgentErrorEvent,
+    AgentRequest,
+    CancelCause,
+    Enter,
+    InboxChange,
+    PreStep,
+    Reject,
+    RequestFailed,
+    Retry,
+    SessionStart,
+    TurnStopping,
+)
+from .inbox import Inbox
+from .options import AgentOptions, Config
+from .service import AgentHandle, AgentsService, TaskHost, host_group
+
+__all__ = [
+    "DISPOSED",
+    "PARENT",
+    "USER",
+    "Agent",
+    "AgentError",
+    "AgentErrorEvent",
+    "AgentHandle",
+    "AgentOptions",
+    "AgentRequest",
+    "AgentStatus",
+    "AgentsService",
+    "CancelCause",
+    "Config",
+    "Enter",
+    "Inbox",
+    "InboxChange",
+    "PreStep",
+    "Reject",
+    "RequestFailed",
+    "Retry",
+    "SessionStart",
+    "TurnStopping",
+    "apply",
+    "inject",
+    "name",
+]
+
+name = "agent"
+inject = ["sessions", "llm", "tools"]
+
+
+async def apply(ctx: Any, config: Config) -> Callable[[], Awaitable[None]]:
+    """Start the drivers' task group and provide `agents`; the disposer disposes every agent."""
+    host = TaskHost()
+    await host_group().start(host.run)
+    service = AgentsService(ctx, config, host)
+    ctx.provide(AgentsService.provide, service)
+    return service.aclose

@@ -1,0 +1,161 @@
+"""Request building: call config, `request/header` and `request/context` events (spec 03 §7.5).
+
+The first request an agent object makes seeds its call config from `AgentOptions` (plus a
+persisted `reasoningEffort` of the same route); later requests start from the last header minus
+the values the adapter filled in. The `agent/request` waterfall may change the config. A header is
+appended on the agent's first request (`initial`, or `resume` when the log already has one) and
+whenever it differs from the last one (`change`); `request/context` whenever it changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from plugins.llm import GenerateOptions, LlmError
+from plugins.session.messages import derive_messages
+
+from .errors import AgentError
+from .hooks import AgentRequest
+
+if TYPE_CHECKING:
+    from framework import AbortSignal
+
+    from .agent import Agent
+
+NO_ADAPTER = "NO_ADAPTER"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One prepared model request of a step."""
+
+    options: GenerateOptions
+    retry_policy: Any
+    stream: Callable[[], AsyncIterable[dict[str, Any]]]
+
+
+class RequestState:
+    """What the loop remembers between requests: the last header and context in the log."""
+
+    def __init__(self, events: Sequence[Mapping[str, Any]]) -> None:
+        self.first = True
+        self.header: dict[str, Any] | None = None
+        self.context: dict[str, Any] | None = None
+        for event in reversed(events):
+            if self.header is None and event["type"] == "request/header":
+                self.header = event["data"]["header"]
+            elif self.context is None and event["type"] == "request/context":
+                self.context = event["data"]
+            if self.header is not None and self.context is not None:
+                break
+
+    def seed_config(self, agent: Agent) -> dict[str, Any]:
+        """The call config before the `agent/request` waterfall."""
+        if not self.first and self.header is not None:
+            defaults = self.header.get("adapterDefaults") or {}
+            return {k: v for k, v in self.header["config"].items() if not defaults.get(k)}
+        options = agent.options
+        config: dict[str, Any] = {}
+        if options.provider is not None:
+            config["provider"] = options.provider
+        if options.model is not None:
+            config["model"] = options.model
+        if options.max_tokens is not None:
+            config["maxTokens"] = options.max_tokens
+        previous = self.header["config"] if self.header is not None else None
+        if (
+            previous is not None
+            and previous.get("provider") == config.get("provider")
+            and previous.get("model") == config.get("model")
+            and "reasoningEffort" in previous
+            and not (self.header or {}).get("adapterDefaults", {}).get("reasoningEffort")
+        ):
+            config["reasoningEffort"] = previous["reasoningEffort"]
+        return config
+
+
+async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal) -> Request:
+    """Resolve the route, append header/context events as needed and build the request."""
+    state = agent.request_state
+    payload = AgentRequest(agent, turn, step, state.seed_config(agent))
+
+    async def inner() -> dict[str, Any]:
+        return payload.config
+
+    config: dict[str, Any] = await agent.ctx.waterfall("agent/request", payload, inner=inner)
+    provider, model = config.get("provider"), config.get("model")
+    if not (isinstance(provider, str) and provider and isinstance(model, str) and model):
+        raise AgentError(
+            f'agent "{agent.id}" has no provider/model: set AgentOptions.provider and '
+            "AgentOptions.model or supply both via the agent/request waterfall",
+            "NO_ROUTE",
+        )
+    llm = agent.service.llm
+    prepared: Any = None
+    try:
+        prepared = await llm.prepare_call(config, signal)
+    except LlmError as error:
+        if error.code != NO_ADAPTER:
+            raise
+    if prepared is not None:
+        config = dict(prepared.config)
+    tools = agent.service.tools.schemas(agent)
+    header: dict[str, Any] = {"config": config}
+    defaults = prepared.adapter_defaults if prepared is not None else None
+    if defaults:
+        header["adapterDefaults"] = dict(defaults)
+    if agent.options.system is not None:
+        header["system"] = agent.options.system
+    header["tools"] = list(tools)
+
+    session = agent.session
+    if state.first:
+        reason: str | None = "initial" if state.header is None else "resume"
+    else:
+        reason = "change" if header != state.header else None
+    state.first = False
+    if reason is not None:
+        event = session.append("request/header", {"header": header, "reason": reason})
+        state.header = event["data"]["header"]
+    context: dict[str, Any] = {"provider": config["provider"], "model": config["model"]}
+    window = _context_window(prepared)
+    if window is not None:
+        context["contextWindow"] = window
+    if context != state.context:
+        state.context = session.append("request/context", context)["data"]
+
+    options = GenerateOptions(
+        provider=config["provider"],
+        model=config["model"],
+        messages=derive_messages(session.events),
+        system=agent.options.system,
+        tools=list(tools) or None,
+        reasoning_effort=config.get("reasoningEffort"),
+        temperature=config.get("temperature"),
+        max_tokens=config.get("maxTokens"),
+        stop=config.get("stop"),
+        signal=signal,
+        session_id=agent.id,
+        idempotency_key=f"{agent.id}:{turn}:{step}",
+    )
+    start: Callable[[GenerateOptions], Any] = (
+        prepared.stream if prepared is not None else llm.stream
+    )
+    return Request(
+        options,
+        prepared.retry_policy if prepared is not None else None,
+        lambda: start(options),
+    )
+
+
+def _context_window(prepared: Any) -> int | None:
+    if prepared is None:
+        return None
+    context = getattr(prepared, "context", None)
+    if isinstance(context, Mapping):
+        window = context.get("contextWindow")
+        return window if isinstance(window, int) else None
+    return getattr(context, "context_window", None)
+

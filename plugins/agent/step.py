@@ -1,0 +1,111 @@
+"""One step: stream the model's response into the log, then run its tool calls (spec 03 §7.5)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from framework import AbortError, abort_scope
+from plugins.llm import BlockAssembler, LlmError
+
+from .hooks import RequestFailed, Retry
+from .messages import assistant_message
+from .request import build_request
+from .tool_calls import run_tool_calls
+
+if TYPE_CHECKING:
+    from framework import AbortSignal
+
+    from .agent import Agent
+
+StepOutcome = Literal["completed", "max-tokens", "continue"]
+
+
+async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> StepOutcome:
+    """Run `step` of `turn`; returns how the turn goes on. Raises on abort or request failure."""
+    session = agent.session
+    while True:
+        request = await build_request(agent, turn, step, signal)
+        options = request.options
+        assembler = BlockAssembler()
+        seqs: list[int] = []
+        try:
+            with abort_scope(signal):
+                stream = request.stream()
+                try:
+                    async for chunk in stream:
+                        event = session.append(
+                            "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk}
+                        )
+                        seqs.append(event["seq"])
+                        assembler.add(chunk)
+                finally:
+                    await _close(stream)
+            signal.throw_if_aborted()
+        except AbortError:
+            _interrupted(agent, turn, step, assembler, seqs, options.provider, options.model)
+            raise
+        response = assembler.result()
+        finish = response.finish
+        if finish["kind"] in ("error", "aborted"):
+            if signal.aborted:
+                _interrupted(agent, turn, step, assembler, seqs, options.provider, options.model)
+                signal.throw_if_aborted()
+            decision = await agent.ctx.serial(
+                "agent/request-error",
+                RequestFailed(
+                    agent, turn, step, options.provider, finish["failure"], request.retry_policy,
+                    signal,
+                ),
+            )
+            if isinstance(decision, Retry):
+                continue
+            raise LlmError(finish["failure"])
+        message = assistant_message(
+            response.blocks, options.provider, options.model, finish.get("replayState")
+        )
+        data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
+        if response.usage is not None:
+            data["usage"] = response.usage
+        session.append("assistant/message", data, surface_op="append", source_event_seqs=seqs)
+        if finish["kind"] == "max-tokens":
+            return "max-tokens"
+        calls = [block for block in response.blocks if block.get("type") == "tool-call"]
+        if not calls:
+            return "completed"
+        concluded = await run_tool_calls(agent, turn, step, calls, signal)
+        return "completed" if concluded else "continue"
+
+
+async def _close(stream: Any) -> None:
+    """Close an unfinished stream (shielded: an abort must not skip the adapter's cleanup)."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        with anyio.CancelScope(shield=True):
+            await aclose()
+
+
+def _interrupted(
+    agent: Agent,
+    turn: int,
+    step: int,
+    assembler: BlockAssembler,
+    seqs: list[int],
+    provider: str,
+    model: str,
+) -> None:
+    """Keep what the model had said before an abort as an interrupted assistant message."""
+    blocks = assembler.interrupted_blocks()
+    if blocks:
+        agent.session.append(
+            "assistant/message",
+            {
+                "turn": turn,
+                "step": step,
+                "message": assistant_message(blocks, provider, model),
+                "interrupted": True,
+            },
+            surface_op="append",
+            source_event_seqs=seqs,
+        )

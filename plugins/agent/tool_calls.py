@@ -1,0 +1,167 @@
+"""The tool calls of one response (spec 03 §7.6).
+
+Calls run in groups taken in model order: an `exclusive` call alone, a run of `parallel` calls in
+a rolling pool of at most `max_parallel_tool_calls`. Each call starts with its `tool/call` event
+and its `prepare` stage (sequential, model order); only dispatches overlap. Results are committed
+in model order (`finalize`, `finish`, `tool/result`, contexts → next-step). After an abort no call
+starts; started calls drain and commit; unstarted ones get a synthetic call/result pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from plugins.session.jsonutil import loads
+from plugins.tools import ToolExecutionInput, ToolExecutionResult, aborted_before_dispatch_result
+
+from .messages import tool_result_message
+
+if TYPE_CHECKING:
+    from framework import AbortSignal
+    from plugins.tools.pipeline import PreparedCall
+
+    from .agent import Agent
+
+
+class _Call:
+    """One tool-call block on its way to a committed `tool/result`."""
+
+    __slots__ = ("arguments", "block", "call_seq", "prepared", "settled")
+
+    def __init__(self, block: Mapping[str, Any]) -> None:
+        self.block = block
+        self.arguments = parse_arguments(block.get("arguments", ""))
+        self.call_seq: int | None = None
+        self.prepared: PreparedCall | None = None
+        self.settled = anyio.Event()
+
+
+def parse_arguments(raw: Any) -> Any:
+    """`""` → `{}`; valid JSON → its value; anything else stays the raw string."""
+    if not isinstance(raw, str):
+        return raw
+    if raw == "":
+        return {}
+    try:
+        return loads(raw)
+    except ValueError:
+        return raw
+
+
+async def run_tool_calls(
+    agent: Agent,
+    turn: int,
+    step: int,
+    blocks: Sequence[Mapping[str, Any]],
+    signal: AbortSignal,
+) -> bool:
+    """Run and commit every call; True if a result concludes the turn. Raises if aborted."""
+    tools = agent.service.tools
+    calls = [_Call(block) for block in blocks]
+    concluded = False
+    index = 0
+    while index < len(calls):
+        group = [calls[index]]
+        if tools.execution_mode(group[0].block["name"], group[0].arguments, agent) == "parallel":
+            while index + len(group) < len(calls):
+                nxt = calls[index + len(group)]
+                if tools.execution_mode(nxt.block["name"], nxt.arguments, agent) != "parallel":
+                    break
+                group.append(nxt)
+        limit = agent.service.config.max_parallel_tool_calls if len(group) > 1 else 1
+        concluded = await _run_group(agent, turn, step, group, limit, signal) or concluded
+        index += len(group)
+    signal.throw_if_aborted()
+    return concluded
+
+
+async def _run_group(
+    agent: Agent,
+    turn: int,
+    step: int,
+    group: list[_Call],
+    limit: int,
+    signal: AbortSignal,
+) -> bool:
+    scheduler = agent.service.tools.scheduler
+    slots = anyio.Semaphore(limit)
+    concluded = False
+
+    async def dispatch(call: _Call, prepared: PreparedCall) -> None:
+        try:
+            await scheduler.dispatch(prepared)
+        finally:
+            slots.release()
+            call.settled.set()
+
+    async def start_all(tg: anyio.abc.TaskGroup) -> None:
+        for position, call in enumerate(group):
+            await slots.acquire()
+            if signal.aborted:
+                slots.release()
+                for unstarted in group[position:]:
+                    unstarted.settled.set()
+                return
+            call.call_seq = _append_call(agent, turn, step, call)
+            prepared = call.prepared = await scheduler.prepare(
+                ToolExecutionInput(
+                    call_id=call.block["id"],
+                    name=call.block["name"],
+                    arguments=call.arguments,
+                    signal=signal,
+                    agent=agent,
+                )
+            )
+            tg.start_soon(dispatch, call, prepared)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(start_all, tg)
+        for call in group:
+            await call.settled.wait()
+            if call.prepared is None:
+                call.call_seq = _append_call(agent, turn, step, call)
+                _append_result(agent, turn, step, call, aborted_before_dispatch_result())
+                continue
+            await scheduler.finalize(call.prepared)
+            result = await scheduler.finish(call.prepared)
+            _append_result(agent, turn, step, call, result)
+            for context in result.additional_contexts:
+                agent.inject(context)
+            concluded = concluded or result.concludes_turn
+    return concluded
+
+
+def _append_call(agent: Agent, turn: int, step: int, call: _Call) -> int:
+    block = call.block
+    event = agent.session.append(
+        "tool/call",
+        {
+            "turn": turn,
+            "step": step,
+            "callId": block["id"],
+            "name": block["name"],
+            "arguments": block.get("arguments", ""),
+        },
+    )
+    seq: int = event["seq"]
+    return seq
+
+
+def _append_result(
+    agent: Agent, turn: int, step: int, call: _Call, result: ToolExecutionResult
+) -> None:
+    data: dict[str, Any] = {
+        "turn": turn,
+        "step": step,
+        "message": tool_result_message(call.block["id"], result.content, result.is_error),
+    }
+    if result.error is not None and result.error.info is not None:
+        data["error"] = dict(result.error.info)
+    if result.meta is not None:
+        data["meta"] = result.meta
+    agent.session.append(
+        "tool/result", data, surface_op="append", source_event_seqs=[call.call_seq]
+    )

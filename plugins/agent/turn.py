@@ -1,0 +1,104 @@
+"""One turn: claimed prompt → steps until the model stops → `turn/end` (spec 03 §7.4)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from plugins.llm import LlmError
+
+from .hooks import AgentErrorEvent, Enter, PreStep, Reject, TurnStopping
+from .step import run_step
+
+if TYPE_CHECKING:
+    from framework import AbortSignal
+
+    from .agent import Agent
+    from .inbox import Message
+
+logger = logging.getLogger("dsh.agent")
+
+
+async def run_turn(
+    agent: Agent, turn: int, messages: list[Message], signal: AbortSignal
+) -> dict[str, Any]:
+    """Run `turn`, whose `turn/start` and first claim are already in the log; returns the reason.
+
+    `turn/end` is appended unless the task is cancelled from outside (then the log stays open
+    like after a crash and repair closes it).
+    """
+    reason: dict[str, Any] = {"kind": "completed"}
+    try:
+        reason = await _steps(agent, turn, messages, signal)
+    except Exception as error:
+        if signal.aborted:
+            reason = {"kind": "aborted", "reason": cause_of(signal.reason)}
+        else:
+            failure = error.failure if isinstance(error, LlmError) else {
+                "message": str(error) or type(error).__name__,
+                "code": "UNKNOWN",
+            }
+            reason = {"kind": "error", "error": dict(failure)}
+            logger.warning('agent "%s": turn %d failed: %s', agent.id, turn, failure["message"])
+            agent.ctx.emit("agent/error", AgentErrorEvent(agent, error))
+    agent.session.append("turn/end", {"turn": turn, "reason": reason})
+    return reason
+
+
+async def _steps(
+    agent: Agent, turn: int, messages: list[Message], signal: AbortSignal
+) -> dict[str, Any]:
+    inbox = agent.inbox
+    max_tokens = False
+    ended = False
+    step = 1
+    while True:
+        if step > 1:
+            messages = inbox.claim("next-step")
+        decision = await _pre_step(agent, PreStep(agent, messages, turn, step, signal))
+        signal.throw_if_aborted()
+        if isinstance(decision, Reject):
+            return {"kind": "blocked"}
+        messages = decision.messages
+        if not messages and (ended or step == 1):
+            break
+        session = agent.session
+        session.append("step/start", {"turn": turn, "step": step})
+        for message in messages:
+            session.append("user/message", message, surface_op="append")
+        try:
+            outcome = await run_step(agent, turn, step, signal)
+        except Exception:
+            session.append("step/end", {"turn": turn, "step": step})
+            raise
+        session.append("step/end", {"turn": turn, "step": step})
+        max_tokens = max_tokens or outcome == "max-tokens"
+        ended = outcome != "continue"
+        if ended and not inbox.next_step:
+            await agent.ctx.serial("agent/turn-stopping", TurnStopping(agent, turn, signal))
+            if not inbox.next_step:
+                break
+        step += 1
+    return {"kind": "max-tokens"} if max_tokens else {"kind": "completed"}
+
+
+async def _pre_step(agent: Agent, payload: PreStep) -> Enter | Reject:
+    async def enter() -> Enter:
+        return Enter(payload.messages)
+
+    decision = await agent.ctx.waterfall("agent/pre-step", payload, inner=enter)
+    if not isinstance(decision, Enter | Reject):
+        raise TypeError(
+            f"agent/pre-step must return Enter or Reject, got {type(decision).__name__}"
+        )
+    return decision
+
+
+def cause_of(reason: object) -> dict[str, Any]:
+    """The persisted cancel cause of an abort reason (anything but a cause dict → `user`)."""
+    if isinstance(reason, dict) and isinstance(reason.get("kind"), str):
+        return dict(reason)
+    inner = getattr(reason, "reason", None)
+    if inner is not reason and isinstance(inner, dict):
+        return cause_of(inner)
+    return {"kind": "user"}
