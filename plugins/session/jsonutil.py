@@ -3,8 +3,9 @@
 `dumps` is byte-identical to `JSON.stringify` for lossless values (spec 02 §1): no spaces, UTF-8
 literal text, only `\\" \\\\ \\b \\f \\n \\r \\t` short escapes, lowercase `\\uXXXX` for other
 control characters and lone surrogates, numbers in ECMAScript Number-to-string form. The common
-case runs entirely in the C encoder; a single regex scan over its output detects the rare values
-whose Python rendering differs (integral or exponent floats, surrogates) and re-encodes those.
+case runs entirely in the C encoder: Python already agrees with JavaScript except for floats whose
+`repr` is integral (`1.0`) or exponential (`1e-07`) and for surrogate code points, which a walk
+over the containers (cost per node, not per byte) and an `isascii`/UTF-8 check detect.
 """
 
 from __future__ import annotations
@@ -22,10 +23,6 @@ MAX_SAFE_INTEGER = 2**53 - 1
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _encode_str = json.encoder.encode_basestring
 
-# Output of the C encoder that may differ from JSON.stringify: surrogate code points, a float
-# rendered with a trailing ".0", or a float in exponent form. Matches inside strings are harmless
-# false positives (they only cost the slow path).
-_SUSPECT = re.compile("[\ud800-\udfff]|[0-9]\\.0(?![0-9])|[0-9]e[-+]")
 _PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 _LONE = re.compile("[\ud800-\udfff]")
 
@@ -36,9 +33,41 @@ def dumps(value: Any) -> str:
     Expects JSON values (see `snapshot`); raises `ValueError` for NaN, infinities and cycles.
     """
     text = _ENCODER.encode(value)
-    if _SUSPECT.search(text) is None:
-        return text
-    return "".join(_slow(value, []))
+    if _has_js_float(value) or not _is_utf8(text):
+        return "".join(_slow(value, []))
+    return text
+
+
+def _is_utf8(text: str) -> bool:
+    """False when `text` holds surrogate code points (which JavaScript escapes or pairs)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _float_differs(value: float) -> bool:
+    """True when Python's `repr` of `value` is not its JavaScript rendering."""
+    text = repr(value)
+    return text.endswith(".0") or "e" in text
+
+
+def _has_js_float(value: Any) -> bool:
+    """True when `value` contains a float that Python renders differently from JavaScript."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        for item in value.values() if kind is dict else value:
+            kind = type(item)
+            if kind is float:
+                if _float_differs(item):
+                    return True
+            elif (kind is dict or kind is list) and _has_js_float(item):
+                return True
+        return False
+    return isinstance(value, float) and _float_differs(value)
 
 
 def _slow(value: Any, out: list[str]) -> list[str]:
