@@ -1,0 +1,68 @@
+"""The `llm` service plugin (`dsh-llm`): adapter routes, the lazy `llm/stream` waterfall, stream
+chunk types, block assembly and the per-route retry policy (spec 03 §2).
+
+Plugin name: `llm` (entry point `dsh-llm`). Other packages import the public types from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plugins.llm import chunks
+from plugins.llm.adapter import LlmAdapter
+from plugins.llm.assembly import AssembledResponse, BlockAssembler, assemble
+from plugins.llm.errors import HarnessError, LlmError, make_failure
+from plugins.llm.registry import AdapterHandle
+from plugins.llm.retry import DEFAULT_RETRYABLE_CODES, RetryPolicy
+from plugins.llm.service import STREAM_EVENT, LlmService, PreparedCall, failure_chunk
+from plugins.llm.types import (
+    BlockType,
+    FinishKind,
+    FinishReason,
+    GenerateOptions,
+    JsonObject,
+    LlmFailure,
+    ModelInfo,
+    ProviderInfo,
+    StreamChunk,
+    TokenUsage,
+    ToolSchema,
+)
+
+__all__ = [
+    "DEFAULT_RETRYABLE_CODES",
+    "STREAM_EVENT",
+    "AdapterHandle",
+    "AssembledResponse",
+    "BlockAssembler",
+    "BlockType",
+    "FinishKind",
+    "FinishReason",
+    "GenerateOptions",
+    "HarnessError",
+    "JsonObject",
+    "LlmAdapter",
+    "LlmError",
+    "LlmFailure",
+    "LlmService",
+    "ModelInfo",
+    "PreparedCall",
+    "ProviderInfo",
+    "RetryPolicy",
+    "StreamChunk",
+    "TokenUsage",
+    "ToolSchema",
+    "apply",
+    "assemble",
+    "chunks",
+    "failure_chunk",
+    "make_failure",
+    "name",
+]
+
+name = "llm"
+
+
+def apply(ctx: Any, config: Any) -> None:
+    """Provide the `llm` service."""
+    ctx.provide(LlmService.provide, LlmService(ctx))

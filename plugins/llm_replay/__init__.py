@@ -1,0 +1,75 @@
+"""The scripted replay adapter plugin (`dsh-llm-replay`, spec 03 §3): no network, no key.
+
+Plugin name: `llm-replay`. Config: `provider` (str or list, default `"replay"`), `model`
+(`"replay"`; informational, any model is served), `responses` (a list of items) or `file` (a
+YAML/JSON file holding that list; `.json` is read as JSON), `context_window` (128000),
+`chunk_size` (8), `delay_ms` (0).
+
+`file`: the Loader hands plugins their config only, so a relative path is resolved against the
+current working directory, not the manifest's folder. Manifests should use an absolute path or an
+environment variable (`file: ${DSH_REPLAY_FILE}`); the file is read when the plugin activates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from plugins.llm_replay.adapter import ReplayAdapter
+from plugins.llm_replay.script import ReplayFailure, ReplayResponse, ReplayToolCall, load_script
+
+if TYPE_CHECKING:
+    from framework import Context
+
+__all__ = [
+    "Config",
+    "ReplayAdapter",
+    "ReplayFailure",
+    "ReplayResponse",
+    "ReplayToolCall",
+    "apply",
+    "inject",
+    "load_script",
+    "name",
+]
+
+name = "llm-replay"
+inject = ["llm"]
+
+
+class Config(BaseModel):
+    """Replay adapter configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str | list[str] = "replay"
+    model: str = "replay"
+    responses: list[ReplayResponse] | None = None
+    file: str | None = None
+    context_window: int = Field(default=128000, gt=0)
+    chunk_size: int = Field(default=8, gt=0)
+    delay_ms: float = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Config:
+        if self.responses is not None and self.file is not None:
+            raise PydanticCustomError("replay_source", "set either responses or file, not both")
+        return self
+
+
+def apply(ctx: Context, config: Config) -> None:
+    """Load the script and route the configured providers to a new replay adapter."""
+    if config.file is not None:
+        responses = load_script(Path(config.file).expanduser())
+    else:
+        responses = config.responses or []
+    adapter = ReplayAdapter(
+        responses,
+        context_window=config.context_window,
+        chunk_size=config.chunk_size,
+        delay_ms=config.delay_ms,
+    )
+    ctx.llm.register_adapter(config.provider, adapter)

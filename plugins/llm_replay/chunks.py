@@ -1,0 +1,73 @@
+"""The chunk sequence of one scripted response (pure; spec 03 §3).
+
+Order: reasoning block → text block (none for empty text) → one block per tool call → usage →
+finish. Deltas are consecutive `chunk_size` slices; a tool call with empty arguments gets one `""`
+delta. `outputTokens` counts every emitted delta character (reasoning, text and arguments).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+from plugins.llm import chunks
+from plugins.llm.types import StreamChunk
+from plugins.llm_replay.script import ReplayResponse
+
+
+def pieces(text: str, size: int) -> list[str]:
+    """Consecutive `size`-character slices of `text` (none for an empty string)."""
+    return [text[start : start + size] for start in range(0, len(text), size)]
+
+
+def input_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    """`ceil(len(compact JSON of the messages) / 4)`."""
+    text = json.dumps(list(messages), separators=(",", ":"), ensure_ascii=False)
+    return math.ceil(len(text) / 4)
+
+
+def response_chunks(
+    response: ReplayResponse, messages: Sequence[Mapping[str, Any]], chunk_size: int
+) -> Iterator[StreamChunk]:
+    """Yield the chunks of a text/tool-call response (error responses are not chunked)."""
+    index = 0
+    emitted = 0
+    if response.reasoning:
+        yield from _text_chunks(index, "reasoning", response.reasoning, chunk_size)
+        emitted += len(response.reasoning)
+        index += 1
+    if response.text:
+        yield from _text_chunks(index, "text", response.text, chunk_size)
+        emitted += len(response.text)
+        index += 1
+    calls = response.tool_calls or []
+    for call in calls:
+        arguments = call.arguments_text()
+        yield chunks.block_start(index, "tool-call")
+        for number, piece in enumerate(pieces(arguments, chunk_size) or [""]):
+            yield chunks.tool_call_delta(
+                index, call.id, piece, name=call.name if number == 0 else None
+            )
+        yield chunks.block_end(index, chunks.tool_call_block(call.id, call.name, arguments))
+        emitted += len(arguments)
+        index += 1
+    yield chunks.usage(
+        {"inputTokens": input_tokens(messages), "outputTokens": math.ceil(emitted / 4)}
+    )
+    yield chunks.finish(chunks.stop_reason("tool-calls" if calls else "stop"))
+
+
+def _text_chunks(
+    index: int, kind: Literal["text", "reasoning"], text: str, chunk_size: int
+) -> Iterator[StreamChunk]:
+    yield chunks.block_start(index, kind)
+    if kind == "reasoning":
+        for piece in pieces(text, chunk_size):
+            yield chunks.reasoning_delta(index, piece)
+        yield chunks.block_end(index, chunks.reasoning_block(text))
+    else:
+        for piece in pieces(text, chunk_size):
+            yield chunks.text_delta(index, piece)
+        yield chunks.block_end(index, chunks.text_block(text))
