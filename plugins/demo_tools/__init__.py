@@ -1,0 +1,56 @@
+"""Demo tools (`dsh-demo-tools`, spec 03 §8): `read_file`, `list_files`, `write_file` confined to
+a workspace folder, and `append_ledger` / `find_ledger_entry` over an idempotent JSONL ledger.
+
+Config: `workspace` (default: the current directory), `ledger_path` (default
+`$DSH_HOME/ledger.jsonl`, `DSH_HOME` defaulting to `~/.dsh`), `max_read_bytes` (65536).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .ledger import Ledger
+from .tools import build_tools
+from .workspace import NotFoundError, PathOutsideWorkspaceError, Workspace
+
+__all__ = [
+    "Config",
+    "Ledger",
+    "NotFoundError",
+    "PathOutsideWorkspaceError",
+    "Workspace",
+    "apply",
+    "default_ledger_path",
+    "inject",
+    "name",
+]
+
+name = "demo-tools"
+inject = ["tools"]
+
+
+class Config(BaseModel):
+    """Where the tools work and how much `read_file` returns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workspace: str | None = None
+    ledger_path: str | None = None
+    max_read_bytes: int = Field(default=65536, gt=0)
+
+
+def default_ledger_path() -> str:
+    """`$DSH_HOME/ledger.jsonl` (`DSH_HOME` defaults to `~/.dsh`)."""
+    home = os.environ.get("DSH_HOME") or os.path.join(os.path.expanduser("~"), ".dsh")
+    return os.path.join(home, "ledger.jsonl")
+
+
+def apply(ctx: Any, config: Config) -> None:
+    """Register the five tools (owned by this plugin)."""
+    workspace = Workspace(os.path.expanduser(config.workspace or os.getcwd()))
+    ledger = Ledger(os.path.expanduser(config.ledger_path or default_ledger_path()))
+    for tool in build_tools(workspace, ledger, config.max_read_bytes):
+        ctx.tools.register(tool)

@@ -1,0 +1,87 @@
+"""The demo tools: workspace file access and the idempotent ledger (spec 03 §8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio.to_thread
+
+from plugins.tools import Tool, ToolExecution
+
+from .ledger import Ledger
+from .workspace import Workspace
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+_PATH = {"type": "string", "description": "A path relative to the workspace."}
+
+
+def build_tools(workspace: Workspace, ledger: Ledger, max_read_bytes: int) -> list[Tool]:
+    """The five demo tools over one workspace and ledger."""
+
+    async def read_file(args: dict[str, Any], exec: ToolExecution) -> str:
+        return await anyio.to_thread.run_sync(workspace.read, args["path"], max_read_bytes)
+
+    async def list_files(args: dict[str, Any], exec: ToolExecution) -> list[str]:
+        return await anyio.to_thread.run_sync(workspace.list, args.get("path", "."))
+
+    async def write_file(args: dict[str, Any], exec: ToolExecution) -> dict[str, Any]:
+        size = await anyio.to_thread.run_sync(workspace.write, args["path"], args["content"])
+        return {"path": args["path"], "bytes": size}
+
+    async def append_ledger(args: dict[str, Any], exec: ToolExecution) -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(ledger.append, exec.call_id, args["entry"])
+
+    async def find_ledger_entry(args: dict[str, Any], exec: ToolExecution) -> Any:
+        return await anyio.to_thread.run_sync(ledger.find, args["key"])
+
+    return [
+        Tool(
+            name="read_file",
+            description=(
+                f"Read a UTF-8 text file in the workspace (at most {max_read_bytes} bytes)."
+            ),
+            parameters=_object({"path": _PATH}, ["path"]),
+            execute=read_file,
+            is_concurrency_safe=True,
+        ),
+        Tool(
+            name="list_files",
+            description="List a workspace folder: sorted names, folders end with '/'.",
+            parameters=_object({"path": {**_PATH, "default": "."}}, []),
+            execute=list_files,
+            is_concurrency_safe=True,
+        ),
+        Tool(
+            name="write_file",
+            description="Create or replace a workspace file atomically with the given text.",
+            parameters=_object({"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
+            execute=write_file,
+        ),
+        Tool(
+            name="append_ledger",
+            description=(
+                "Append an entry to the ledger exactly once per tool call: the call id is the "
+                'idempotency key, so a repeated call reports {"status": "duplicate"}.'
+            ),
+            parameters=_object({"entry": {"description": "Any JSON value to record."}}, ["entry"]),
+            execute=append_ledger,
+        ),
+        Tool(
+            name="find_ledger_entry",
+            description=(
+                "Look up a ledger record by key (a tool call id), e.g. to check whether an "
+                "interrupted append_ledger call took effect; null if absent."
+            ),
+            parameters=_object({"key": {"type": "string"}}, ["key"]),
+            execute=find_ledger_entry,
+        ),
+    ]
