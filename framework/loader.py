@@ -61,18 +61,21 @@ def plugin_entry_points() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def resolve_plugin(name: str, base_dir: Path) -> object:
+def resolve_plugin(
+    name: str, base_dir: Path, installed: Mapping[str, EntryPoint] | None = None
+) -> object:
     """Resolve a row's plugin name (not ``framework:group``) to a plugin object.
 
     Order: an entry point (``@deepseek-ai/<x>`` is an alias of ``<x>``), a ``./`` or ``../`` path
     against ``base_dir`` (the folder of the file the row comes from: the manifest, or the overlay
-    that inserted it), a dotted module path, ``module:attribute``. Raises ``_Unresolved``.
+    that inserted it), a dotted module path, ``module:attribute``. ``installed`` defaults to
+    :func:`plugin_entry_points`. Raises ``_Unresolved``.
     """
     if name.startswith("framework:"):
         raise _Unresolved(f'unknown builtin (only "{GROUP}")')
     alias = name.removeprefix(_SCOPE)
     alias = _NPM_ALIASES.get(alias, alias) if name.startswith(_SCOPE) else alias
-    entry_point = plugin_entry_points().get(alias)
+    entry_point = (plugin_entry_points() if installed is None else installed).get(alias)
     if entry_point is not None:
         return _check_plugin(_load(entry_point.load, f"entry point {alias!r}"), name)
     if name.startswith(_SCOPE):
@@ -169,15 +172,19 @@ def _prepare(
     path: str | Path, patches: Patches
 ) -> tuple[Manifest | None, dict[str, object], list[ManifestProblem]]:
     """Parse, apply overlays and resolve every enabled row; collect every problem."""
-    manifest, problems = load_manifest(path, list(patches))
+    if isinstance(patches, str | Path):
+        raise TypeError("patches must be a sequence of overlay paths, not one path")
+    manifest, problems = load_manifest(path, patches)
     if manifest is None:
         return None, {}, problems
     plugins: dict[str, object] = {}
+    installed = plugin_entry_points()
     for entry in manifest.walk(enabled_only=True):
         if entry.group:
             continue
         try:
-            plugins[entry.id] = resolve_plugin(entry.name, Path(entry.name_loc.path).parent)
+            base_dir = Path(entry.name_loc.path).parent
+            plugins[entry.id] = resolve_plugin(entry.name, base_dir, installed)
         except _Unresolved as exc:
             message = (
                 f'cannot resolve plugin "{entry.name}" for entry {entry.id} '

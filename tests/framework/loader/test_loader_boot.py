@@ -284,11 +284,13 @@ def test_a_real_installed_entry_point_resolves() -> None:
     loadable = {}
     for name, ep in sorted(plugin_entry_points().items()):
         try:
-            loadable[name] = ep.load()
+            plugin = ep.load()
         except ImportError:
             continue
+        if callable(getattr(plugin, "apply", None)):
+            loadable[name] = plugin
     if not loadable:
-        pytest.skip("no dsh.plugins entry point of this install imports yet")
+        pytest.skip("no dsh.plugins entry point of this install is an importable plugin yet")
     name, plugin = next(iter(loadable.items()))
     assert resolve_plugin(f"@deepseek-ai/{name}", Path()) is plugin
     assert resolve_plugin(name, Path()) is plugin
@@ -311,3 +313,32 @@ async def test_disposed_state_after_the_block(folder: Path) -> None:
         inside = fiber.state
     assert inside is FiberState.ACTIVE
     assert fiber.state is FiberState.DISPOSED
+
+
+def test_the_seed_snippet_loads_verbatim(tmp_path: Path) -> None:
+    names = ("dsh-session-persistence-jsonl", "dsh-session-checkpoint-policy")
+    installed = plugin_entry_points()
+    for name in names:
+        try:
+            plugin = installed[name].load()
+        except (ImportError, KeyError) as exc:
+            pytest.skip(f"entry point {name} does not import yet: {exc}")
+        if not callable(getattr(plugin, "apply", None)):
+            pytest.skip(f"entry point {name} is not a plugin yet (no apply)")
+    manifest = write(
+        tmp_path,
+        "app.yaml",
+        """
+        - id: session-persistence
+          name: '@deepseek-ai/dsh-session-persistence-jsonl'
+        - id: session-checkpoints
+          name: '@deepseek-ai/dsh-session-checkpoint-policy'
+        """,
+    )
+    assert check_manifest(manifest) == []
+
+
+def test_patches_must_be_a_sequence_of_paths(folder: Path) -> None:
+    manifest = write(folder, "app.yaml", "- {id: p, name: loader_fx_provider}\n")
+    with pytest.raises(TypeError, match="sequence of overlay paths"):
+        check_manifest(manifest, str(folder / "overlay.yaml"))
