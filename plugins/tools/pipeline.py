@@ -179,6 +179,7 @@ class ToolScheduler:
         if _aborted(fused):
             return aborted_result()
         try:
+            value = _lossless_value(value)
             if tool.output_schema is not None:
                 problems = violations(value, tool.output_schema, "value")
                 if problems:
@@ -255,9 +256,14 @@ class ToolScheduler:
                 concludes_turn=result.concludes_turn or exec.concludes_turn,
             )
         try:
-            result = ToolExecutionResult.from_json(snapshot(result.to_json()))
+            data = snapshot(result.to_json())
         except TypeError:
             result = exception_result(TypeError(RESULT_NOT_LOSSLESS))
+        else:
+            try:
+                result = ToolExecutionResult.from_json(data)
+            except TypeError as error:
+                result = exception_result(error)
         tool = self._registry.resolve(exec.name, self._scope(exec))
         if tool is not None and tool.finalize_content is not None:
             try:
@@ -287,6 +293,14 @@ def _normalized(outcome: object) -> ToolExecutionResult:
     raise TypeError(
         f"tools/execute listener must return a tool result, got {type(outcome).__name__}"
     )
+
+
+def _lossless_value(value: Any) -> Any:
+    """A detached copy of a body's value; refuses values that are not lossless JSON."""
+    try:
+        return snapshot(value)
+    except TypeError:
+        raise TypeError(RESULT_NOT_LOSSLESS) from None
 
 
 def _aborted(signal: AbortSignal) -> bool:

@@ -507,13 +507,24 @@ async def test_arguments_are_deep_copied(tools_root: Any, call: Any, make_tool: 
 
 
 async def test_result_must_be_lossless_json(tools_root: Any, call: Any, make_tool: Any) -> None:
-    async def body(args: Any, exec: ToolExecution) -> Any:
+    async def nan_value(args: Any, exec: ToolExecution) -> Any:
         return {"x": math.nan}
 
+    async def fine(args: Any, exec: ToolExecution) -> Any:
+        return "fine"
+
     async with tools_root() as root:
-        root.tools.register(make_tool("t", body, render=lambda args, value: text("fine")))
-        result = await root.tools.execute(call("t"))
-    assert result.to_json() == failure("tool result must be losslessly JSON-serializable")
+        root.tools.register(make_tool("value", nan_value))
+        root.tools.register(make_tool("meta", fine, presentation_meta=lambda a, v: {1: "x"}))
+        root.tools.register(make_tool("blocks", fine, render=lambda a, v: [{"text": "untyped"}]))
+        value = await root.tools.execute(call("value"))
+        meta = await root.tools.execute(call("meta"))
+        blocks = await root.tools.execute(call("blocks"))
+    assert value.to_json() == failure("tool result must be losslessly JSON-serializable")
+    assert meta.to_json() == failure("tool result must be losslessly JSON-serializable")
+    assert blocks.to_json() == failure(
+        "tool result field content must be a list of content blocks with a string type"
+    )
 
 
 async def test_post_execute_decisions(tools_root: Any, call: Any, make_tool: Any) -> None:
