@@ -1,0 +1,231 @@
+"""Packed chunk rows: the storage record codec shared by the JSONL and SQLite backends.
+
+A run of three or more consecutive streaming `assistant/chunk` deltas of one block is stored as
+one record (spec 02 §5)::
+
+    {"type":"text-chunks"|"reasoning-chunks","seq0":s,"time0":t,
+     "data":{"turn","step","index","dt":[...],"texts":[...]}}
+    {"type":"tool-call-chunks","seq0":s,"time0":t,
+     "data":{"turn","step","index","dt":[...],"id","name"?,"args":[...]}}
+
+Member k has seq `seq0 + k` and time `time0 + dt[0] + ... + dt[k-1]`. Encoding packs only events
+whose exact shape (keys and their order) the decoder reproduces, so a round trip is lossless.
+Every other record is an event and decodes to itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+__all__ = [
+    "CHUNK_TAGS",
+    "MIN_RUN",
+    "MalformedStorageRowError",
+    "decode_record",
+    "encode_records",
+]
+
+JsonObject = dict[str, Any]
+
+#: Record types of packed rows (no slash: they can never be event types).
+CHUNK_TAGS: Final = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
+#: Shortest run that is packed.
+MIN_RUN: Final = 3
+
+_MAX_SAFE: Final = 2**53 - 1
+_EVENT_KEYS: Final = ("type", "seq", "time", "data")
+_DATA_KEYS: Final = ("turn", "step", "chunk")
+_TEXT_CHUNK_KEYS: Final = ("type", "index", "text")
+_TOOL_CHUNK_KEYS: Final = ("type", "index", "id", "argumentsDelta")
+_NAMED_TOOL_CHUNK_KEYS: Final = ("type", "index", "id", "name", "argumentsDelta")
+_TAG_OF_DELTA: Final = {
+    "text-delta": "text-chunks",
+    "reasoning-delta": "reasoning-chunks",
+    "tool-call-delta": "tool-call-chunks",
+}
+_DELTA_OF_TAG: Final = {tag: delta for delta, tag in _TAG_OF_DELTA.items()}
+_ROW_KEYS: Final = frozenset({"type", "seq0", "time0", "data"})
+_TEXT_DATA_KEYS: Final = frozenset({"turn", "step", "index", "dt", "texts"})
+_TOOL_DATA_KEYS: Final = frozenset({"turn", "step", "index", "dt", "id", "args"})
+
+
+class MalformedStorageRowError(ValueError):
+    """Raised when a packed row cannot be decoded: `malformed <tag> storage row: <why>`."""
+
+    def __init__(self, tag: str, why: str) -> None:
+        self.tag = tag
+        self.why = why
+        super().__init__(f"malformed {tag} storage row: {why}")
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int and -_MAX_SAFE <= value <= _MAX_SAFE
+
+
+def _member(event: JsonObject) -> tuple[Any, ...] | None:
+    """The run key of a packable event (everything members of one row share), else None.
+
+    The key is `(tag, turn, step, index, id, has_name, name)`.
+    """
+    if event.get("type") != "assistant/chunk" or tuple(event) != _EVENT_KEYS:
+        return None
+    data = event["data"]
+    if type(data) is not dict or tuple(data) != _DATA_KEYS:
+        return None
+    chunk = data["chunk"]
+    if type(chunk) is not dict:
+        return None
+    kind = chunk.get("type")
+    tag = _TAG_OF_DELTA.get(kind) if type(kind) is str else None
+    if tag is None:
+        return None
+    if not (_is_int(event["seq"]) and _is_int(event["time"]) and event["seq"] >= 0):
+        return None
+    turn, step, index = data["turn"], data["step"], chunk["index"]
+    if not (_is_int(turn) and _is_int(step) and _is_int(index)):
+        return None
+    keys = tuple(chunk)
+    if tag != "tool-call-chunks":
+        if keys != _TEXT_CHUNK_KEYS or type(chunk["text"]) is not str:
+            return None
+        return (tag, turn, step, index, None, False, None)
+    if keys == _NAMED_TOOL_CHUNK_KEYS:
+        name = chunk["name"]
+        if type(name) is not str:
+            return None
+        named = True
+    elif keys == _TOOL_CHUNK_KEYS:
+        name, named = None, False
+    else:
+        return None
+    if type(chunk["id"]) is not str or type(chunk["argumentsDelta"]) is not str:
+        return None
+    return (tag, turn, step, index, chunk["id"], named, name)
+
+
+def _payload(event: JsonObject) -> str:
+    chunk = event["data"]["chunk"]
+    text = chunk["argumentsDelta"] if chunk["type"] == "tool-call-delta" else chunk["text"]
+    assert isinstance(text, str)
+    return text
+
+
+def _row(key: tuple[Any, ...], run: Sequence[JsonObject]) -> JsonObject:
+    tag, turn, step, index, call_id, named, name = key
+    first = run[0]
+    dt = [run[k]["time"] - run[k - 1]["time"] for k in range(1, len(run))]
+    texts = [_payload(event) for event in run]
+    data: JsonObject = {"turn": turn, "step": step, "index": index, "dt": dt}
+    if tag == "tool-call-chunks":
+        data["id"] = call_id
+        if named:
+            data["name"] = name
+        data["args"] = texts
+    else:
+        data["texts"] = texts
+    return {"type": tag, "seq0": first["seq"], "time0": first["time"], "data": data}
+
+
+def encode_records(events: Sequence[JsonObject], *, pack: bool) -> list[JsonObject]:
+    """The storage records of one batch: runs of >= 3 packable deltas packed when `pack`.
+
+    Events are not copied; the caller serializes the result right away.
+    """
+    if not pack:
+        return list(events)
+    records: list[JsonObject] = []
+    run: list[JsonObject] = []
+    run_key: tuple[Any, ...] | None = None
+
+    def close_run() -> None:
+        if len(run) >= MIN_RUN:
+            records.append(_row(run_key, run))  # type: ignore[arg-type]
+        else:
+            records.extend(run)
+
+    for event in events:
+        key = _member(event)
+        if key is not None and key == run_key:
+            previous = run[-1]
+            if event["seq"] == previous["seq"] + 1 and _is_int(event["time"] - previous["time"]):
+                run.append(event)
+                continue
+        close_run()
+        if key is None:
+            records.append(event)
+            run, run_key = [], None
+        else:
+            run, run_key = [event], key
+    close_run()
+    return records
+
+
+def decode_record(record: JsonObject) -> list[JsonObject]:
+    """The events a storage record stands for: a packed row's members, else the record itself.
+
+    Raises `MalformedStorageRowError` for an invalid packed row.
+    """
+    tag = record.get("type")
+    if tag not in CHUNK_TAGS:
+        return [record]
+    assert isinstance(tag, str)
+    if record.keys() != _ROW_KEYS:
+        raise MalformedStorageRowError(tag, "row keys must be exactly type, seq0, time0, data")
+    seq0, time0, data = record["seq0"], record["time0"], record["data"]
+    if not (_is_int(seq0) and seq0 >= 0):
+        raise MalformedStorageRowError(tag, "seq0 must be a non-negative safe integer")
+    if not _is_int(time0):
+        raise MalformedStorageRowError(tag, "time0 must be a safe integer")
+    if type(data) is not dict:
+        raise MalformedStorageRowError(tag, "data must be an object")
+    tool = tag == "tool-call-chunks"
+    keys = data.keys() - {"name"} if tool else data.keys()
+    if keys != (_TOOL_DATA_KEYS if tool else _TEXT_DATA_KEYS):
+        expected = "turn, step, index, dt, " + ("id, name?, args" if tool else "texts")
+        raise MalformedStorageRowError(tag, f"data keys must be exactly {expected}")
+    turn, step, index = data["turn"], data["step"], data["index"]
+    if not (_is_int(turn) and _is_int(step) and _is_int(index)):
+        raise MalformedStorageRowError(tag, "turn/step/index must be safe integers")
+    texts = data["args" if tool else "texts"]
+    if type(texts) is not list or not texts or any(type(t) is not str for t in texts):
+        field = "args" if tool else "texts"
+        raise MalformedStorageRowError(tag, f"{field} must be a non-empty array of strings")
+    dt = data["dt"]
+    if type(dt) is not list or len(dt) != len(texts) - 1:
+        raise MalformedStorageRowError(tag, "dt must be an array with one entry fewer than members")
+    if seq0 + len(texts) - 1 > _MAX_SAFE:
+        raise MalformedStorageRowError(tag, "member seq exceeds the safe integer range")
+    delta = _DELTA_OF_TAG[tag]
+    if tool:
+        call_id = data["id"]
+        if type(call_id) is not str:
+            raise MalformedStorageRowError(tag, "id must be a string")
+        named = "name" in data
+        name = data.get("name")
+        if named and type(name) is not str:
+            raise MalformedStorageRowError(tag, "name must be a string")
+    events: list[JsonObject] = []
+    time = time0
+    for k, text in enumerate(texts):
+        if k:
+            step_dt = dt[k - 1]
+            if not _is_int(step_dt) or not _is_int(time + step_dt):
+                raise MalformedStorageRowError(tag, f"dt[{k - 1}] must be a safe integer gap")
+            time += step_dt
+        if tool:
+            chunk: JsonObject = {"type": delta, "index": index, "id": call_id}
+            if named:
+                chunk["name"] = name
+            chunk["argumentsDelta"] = text
+        else:
+            chunk = {"type": delta, "index": index, "text": text}
+        events.append(
+            {
+                "type": "assistant/chunk",
+                "seq": seq0 + k,
+                "time": time,
+                "data": {"turn": turn, "step": step, "chunk": chunk},
+            }
+        )
+    return events

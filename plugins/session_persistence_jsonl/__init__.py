@@ -1,0 +1,53 @@
+"""`dsh-session-persistence-jsonl`: session logs as JSONL files, raw or zstd (spec 02 §5, §6).
+
+Provides `sessionPersistence` backed by `JsonlBackend`: one append-only log per session under
+`<root>/<project>/<segment(id)>/session.jsonl[.zstd]`, a cross-process writer lock per session,
+and packed chunk rows.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from plugins.session_persistence.config import Config as PersistenceConfig
+
+from .backend import Compression, JsonlBackend
+from .fileops import FileOps
+from .layout import default_root, project_dir, segment
+
+__all__ = [
+    "Compression",
+    "Config",
+    "FileOps",
+    "JsonlBackend",
+    "default_root",
+    "inject",
+    "name",
+    "project_dir",
+    "segment",
+]
+
+name = JsonlBackend.name
+inject = ["sessions"]
+
+
+class Config(PersistenceConfig):
+    """`root` (default `$DSH_HOME/sessions`), `compression` and `pack_chunks`, plus the common
+    persistence fields."""
+
+    #: Directory holding every project's sessions; absolute. Unset: `$DSH_HOME/sessions`.
+    root: str | None = None
+    #: `"zstd"`: one checksummed frame per durable batch; `"none"`: plain JSONL.
+    compression: Literal["zstd", "none"] = "zstd"
+    #: Store runs of streaming deltas as packed chunk rows.
+    pack_chunks: bool = Field(default=True, alias="packChunks")
+
+    def backend(self) -> JsonlBackend:
+        """A backend for this configuration."""
+        return JsonlBackend(
+            self.root if self.root is not None else default_root(),
+            compression=self.compression,
+            pack_chunks=self.pack_chunks,
+        )

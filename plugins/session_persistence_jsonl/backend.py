@@ -1,0 +1,581 @@
+"""The JSONL storage engine: one append-only log file per session (spec 02 §5, §6).
+
+All file I/O is synchronous and runs in worker threads (`anyio.to_thread.run_sync`); the
+coordinator never overlaps two calls for one id, so per-id state needs no further locking.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Final, Literal, TypeVar
+
+import anyio.to_thread
+
+from plugins.session.jsonutil import dumps
+from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
+from plugins.session_persistence.errors import (
+    SessionPersistenceCorruptionError,
+    SessionPersistenceError,
+    StaleWriterError,
+)
+from plugins.session_persistence.packing import encode_records
+
+from . import frames
+from .fileops import FileOps
+from .layout import LOCK_NAME, log_name, project_dir, segment
+from .lock import WriterLock
+from .reader import (
+    LogScan,
+    TornMarker,
+    header_complete,
+    header_meta,
+    read_header,
+    scan_raw,
+    scan_zstd,
+)
+
+__all__ = ["Compression", "JsonlBackend", "header_line"]
+
+Compression = Literal["zstd", "none"]
+T = TypeVar("T")
+
+_HEADER_KEYS: Final = (
+    "id",
+    "createdAt",
+    "cwd",
+    "parentSession",
+    "seedLength",
+    "origin",
+    "delegationDepth",
+    "agentPreset",
+)
+_READ_ATTEMPTS: Final = 20
+_APPEND_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(slots=True)
+class _Owner:
+    """A live session bound to this instance: its writer lock (taken at the latest when the
+    log is created) and a kept append descriptor."""
+
+    lock: WriterLock | None = None
+    fd: int = -1
+
+
+def header_line(meta: JsonObject) -> bytes:
+    """Line 1 of a log: `{"type":"session","version":0,...}` in the fixed key order."""
+    header: JsonObject = {"type": "session", "version": 0}
+    for key in _HEADER_KEYS:
+        if key in meta:
+            header[key] = meta[key]
+        elif key == "delegationDepth":
+            header[key] = 0
+    return (dumps(header) + "\n").encode()
+
+
+def _revision(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino, a.st_size, a.st_mtime_ns, a.st_ctime_ns) == (
+        b.st_dev,
+        b.st_ino,
+        b.st_size,
+        b.st_mtime_ns,
+        b.st_ctime_ns,
+    )
+
+
+class JsonlBackend:
+    """JSONL logs under `root`: `<root>/<project>/<segment(id)>/session.jsonl[.zstd]`.
+
+    `compression` is `"zstd"` (one checksummed frame per durable batch) or `"none"`;
+    `pack_chunks` stores runs of streaming deltas as packed rows. `fileops` is the seam for the
+    write path's OS calls (fault injection in tests).
+    """
+
+    name: Final = "session-persistence-jsonl"
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        compression: Compression = "zstd",
+        pack_chunks: bool = True,
+        fileops: FileOps | None = None,
+    ) -> None:
+        if compression not in ("zstd", "none"):
+            raise ValueError(f'compression must be "zstd" or "none", got {compression!r}')
+        self.root = Path(root)
+        if not self.root.is_absolute():
+            raise ValueError(f"the JSONL session root must be an absolute path, got {str(root)!r}")
+        self.compression: Final[Compression] = compression
+        self.pack_chunks: Final = pack_chunks
+        self._io = fileops or FileOps()
+        self._log_name = log_name(compression)
+        self._other_name = log_name("none" if compression == "zstd" else "zstd")
+        self._owners: dict[str, _Owner] = {}
+        self._sizes: dict[str, int] = {}
+
+    # ---- Protocol ------------------------------------------------------------------------
+
+    def locate(self, meta: JsonObject) -> Location:
+        """The log path of `meta`'s session (no I/O)."""
+        return Location("file", self._path(meta))
+
+    async def read_raw(self, session_id: str) -> bytes:
+        """The log file's bytes verbatim (compressed in zstd mode)."""
+        return await self._run(self._read_raw, session_id)
+
+    async def load_stored(self, session_id: str) -> StoredLog | None:
+        """Read, decode and check the stored log; None when nothing is stored."""
+        return await self._run(self._load_stored, session_id)
+
+    async def read_stored_revision(self, session_id: str) -> str | None:
+        """`<dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>` of the log, None when nothing is stored."""
+        return await self._run(self._read_stored_revision, session_id)
+
+    async def append_batch(
+        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
+    ) -> None:
+        """Make `events` durable as one unit (creating the log with them when not materialized)."""
+        await self._run(self._append_batch, meta, list(events), is_materialized)
+
+    async def commit_repair(
+        self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
+    ) -> None:
+        """Cut a torn tail back to `marker`, then append its recovered events and `closers`."""
+        if marker is not None and not isinstance(marker, TornMarker):
+            raise TypeError(f"not a JSONL torn-tail marker: {marker!r}")
+        await self._run(self._commit_repair, meta, marker, list(closers))
+
+    async def list(self) -> builtins.list[JsonObject]:
+        """Headers (meta form) of every materialized session, by `(createdAt, id)`."""
+        snapshots: builtins.list[Snapshot] = await self._run(self._list_snapshots)
+        return [snapshot.header for snapshot in snapshots]
+
+    async def list_snapshots(self) -> builtins.list[Snapshot]:
+        """Headers with revisions, by `(createdAt, id)`."""
+        return await self._run(self._list_snapshots)
+
+    async def acquire_writer(self, session_id: str) -> None:
+        """Bind `session_id` to this instance; lock it now if its directory exists, else when
+        its log is created (before the link)."""
+        await self._run(self._acquire_writer, session_id)
+
+    async def release_writer(self, session_id: str) -> None:
+        """Unbind `session_id` and free its lock (no-op when not held)."""
+        owner = self._owners.pop(session_id, None)
+        if owner is not None:
+            self._drop(owner)
+
+    async def aclose(self) -> None:
+        """Release every lock and descriptor."""
+        owners = list(self._owners.values())
+        self._owners.clear()
+        for owner in owners:
+            self._drop(owner)
+
+    # ---- layout --------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await anyio.to_thread.run_sync(partial(fn, *args))
+
+    def _path(self, meta: JsonObject) -> str:
+        cwd = meta.get("cwd")
+        return os.path.join(self.root, project_dir(cwd), segment(meta["id"]), self._log_name)
+
+    def _lookup(self, session_id: str) -> str | None:
+        """The log path of a stored id, refusing layouts this backend does not read."""
+        seg = segment(session_id)
+        found: builtins.list[str] = []
+        try:
+            projects = sorted(os.scandir(self.root), key=lambda entry: entry.name)
+        except FileNotFoundError:
+            return None
+        for project in projects:
+            if not project.is_dir(follow_symlinks=False):
+                continue
+            base = project.path
+            for flat in (f"{seg}.jsonl", f"{seg}.jsonl.zstd"):
+                if os.path.lexists(os.path.join(base, flat)):
+                    raise SessionPersistenceError(
+                        f'session "{session_id}" has a flat log file '
+                        f'"{os.path.join(base, flat)}"; this backend reads only '
+                        f"<root>/<project>/<segment>/{self._log_name}"
+                    )
+            directory = os.path.join(base, seg)
+            if not os.path.lexists(directory):
+                continue
+            other = os.path.join(directory, self._other_name)
+            if os.path.lexists(other):
+                raise SessionPersistenceError(
+                    f'session "{session_id}" has a log "{other}" of the other encoding; this '
+                    f'backend is configured for compression "{self.compression}"'
+                )
+            path = os.path.join(directory, self._log_name)
+            if os.path.lexists(path):
+                found.append(path)
+        if len(found) > 1:
+            raise SessionPersistenceError(
+                f'session "{session_id}" is stored in two project directories: '
+                f'"{found[0]}" and "{found[1]}"'
+            )
+        return found[0] if found else None
+
+    def _check_location(self, path: str, header: JsonObject) -> None:
+        """A log's header must reproduce its path (id and cwd)."""
+        directory = os.path.dirname(path)
+        cwd = header.get("cwd")
+        session_id = header.get("id")
+        if cwd is not None and type(cwd) is not str:
+            raise SessionPersistenceCorruptionError(f'session log "{path}" has a non-string cwd')
+        if type(session_id) is not str or session_id == "":
+            raise SessionPersistenceCorruptionError(f'session log "{path}" has no valid id')
+        if os.path.basename(directory) != segment(session_id) or os.path.basename(
+            os.path.dirname(directory)
+        ) != project_dir(cwd):
+            raise SessionPersistenceCorruptionError(
+                f'session log "{path}" does not match its location: header id '
+                f"{dumps(session_id)} and cwd {dumps(cwd)} map elsewhere"
+            )
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    def _read_stable(self, path: str) -> tuple[bytes, os.stat_result] | None:
+        """stat/read/stat until the file holds still; None when it does not exist."""
+        for _ in range(_READ_ATTEMPTS):
+            try:
+                before = os.lstat(path)
+            except FileNotFoundError:
+                return None
+            self._check_regular(path, before)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return None
+            with open(fd, "rb", closefd=True) as file:
+                data = file.read()
+            try:
+                after = os.lstat(path)
+            except FileNotFoundError:
+                return None
+            if _same(before, after) and len(data) == after.st_size:
+                return data, after
+        raise SessionPersistenceError(f'session log "{path}" kept changing while being read')
+
+    @staticmethod
+    def _check_regular(path: str, st: os.stat_result) -> None:
+        if stat.S_ISLNK(st.st_mode):
+            raise SessionPersistenceError(f'session log "{path}" is a symbolic link; refusing it')
+        if not stat.S_ISREG(st.st_mode):
+            raise SessionPersistenceError(f'session log "{path}" is not a regular file')
+
+    def _scan(self, data: bytes) -> LogScan:
+        return scan_zstd(data) if self.compression == "zstd" else scan_raw(data)
+
+    def _read_raw(self, session_id: str) -> bytes:
+        path = self._lookup(session_id)
+        read = None if path is None else self._read_stable(path)
+        if read is None:
+            raise SessionPersistenceError(f'session "{session_id}" not found')
+        return read[0]
+
+    def _load_stored(self, session_id: str) -> StoredLog | None:
+        path = self._lookup(session_id)
+        read = None if path is None else self._read_stable(path)
+        if path is None or read is None:
+            return None
+        data, st = read
+        scan = self._scan(data)
+        meta = header_meta(scan.header)
+        if scan.header["version"] == 0 and meta.get("id") == session_id:
+            self._check_location(path, scan.header)
+        self._sizes[session_id] = len(data)
+        return StoredLog(meta, scan.events, _revision(st), scan.marker)
+
+    def _read_stored_revision(self, session_id: str) -> str | None:
+        path = self._lookup(session_id)
+        if path is None:
+            return None
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        self._check_regular(path, st)
+        return _revision(st)
+
+    def _read_header(self, path: str) -> tuple[JsonObject, os.stat_result] | None:
+        """A log's header record and stat, reading only its first line (or frame)."""
+        for _ in range(_READ_ATTEMPTS):
+            try:
+                before = os.lstat(path)
+            except FileNotFoundError:
+                return None
+            self._check_regular(path, before)
+            zstd = self.compression == "zstd"
+            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as file:
+                head = file.read(65536)
+                while not header_complete(head, zstd=zstd):
+                    more = file.read(65536)
+                    if not more:
+                        break
+                    head += more
+            after = os.lstat(path)
+            if _same(before, after):
+                return read_header(head, zstd=zstd), after
+        raise SessionPersistenceError(f'session log "{path}" kept changing while being read')
+
+    def _list_snapshots(self) -> builtins.list[Snapshot]:
+        snapshots: builtins.list[Snapshot] = []
+        seen: dict[str, str] = {}
+        try:
+            projects = list(os.scandir(self.root))
+        except FileNotFoundError:
+            return []
+        for project in projects:
+            if not project.is_dir(follow_symlinks=False):
+                continue
+            for entry in os.scandir(project.path):
+                if entry.name.endswith((".jsonl", ".jsonl.zstd")) and not entry.is_dir(
+                    follow_symlinks=False
+                ):
+                    raise SessionPersistenceError(
+                        f'flat log file "{entry.path}"; this backend reads only '
+                        f"<root>/<project>/<segment>/{self._log_name}"
+                    )
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+                other = os.path.join(entry.path, self._other_name)
+                if os.path.lexists(other):
+                    raise SessionPersistenceError(
+                        f'log "{other}" is of the other encoding; this backend is configured '
+                        f'for compression "{self.compression}"'
+                    )
+                path = os.path.join(entry.path, self._log_name)
+                read = self._read_header(path)
+                if read is None:
+                    continue
+                header, st = read
+                if header["version"] == 0:
+                    self._check_location(path, header)
+                session_id = str(header.get("id"))
+                if session_id in seen:
+                    raise SessionPersistenceError(
+                        f'session "{session_id}" is stored in two project directories: '
+                        f'"{seen[session_id]}" and "{path}"'
+                    )
+                seen[session_id] = path
+                snapshots.append(Snapshot(header_meta(header), _revision(st)))
+        snapshots.sort(key=lambda s: (_sort_time(s.header), str(s.header.get("id"))))
+        return snapshots
+
+    # ---- writes --------------------------------------------------------------------------
+
+    def _encode(self, events: Sequence[JsonObject]) -> bytes:
+        """One durable batch: its lines (one frame of them in zstd mode); empty for no events."""
+        if not events:
+            return b""
+        records = encode_records(events, pack=self.pack_chunks)
+        plain = "".join([dumps(record) + "\n" for record in records]).encode()
+        return frames.compress_frame(plain) if self.compression == "zstd" else plain
+
+    def _acquire_writer(self, session_id: str) -> None:
+        if session_id in self._owners:
+            return
+        owner = _Owner()
+        path = self._lookup(session_id)
+        if path is not None:
+            owner.lock = WriterLock.acquire(
+                session_id, os.path.join(os.path.dirname(path), LOCK_NAME)
+            )
+        self._owners[session_id] = owner
+
+    def _lock_for_write(self, session_id: str, directory: str) -> WriterLock | None:
+        """The lock a write runs under: the owner's (taken now if still pending) or a transient
+        one, returned so the caller frees it after the write."""
+        owner = self._owners.get(session_id)
+        lock_path = os.path.join(directory, LOCK_NAME)
+        if owner is None:
+            return WriterLock.acquire(session_id, lock_path)
+        if owner.lock is None:
+            owner.lock = WriterLock.acquire(session_id, lock_path)
+        return None
+
+    def _append_batch(
+        self, meta: JsonObject, events: builtins.list[JsonObject], is_materialized: bool
+    ) -> None:
+        session_id = meta["id"]
+        path = self._path(meta)
+        if not is_materialized:
+            self._materialize(session_id, meta, path, self._encode(events))
+            return
+        payload = self._encode(events)
+        if not payload:
+            return
+        transient = self._lock_for_write(session_id, os.path.dirname(path))
+        try:
+            self._append(session_id, path, payload, None)
+        finally:
+            if transient is not None:
+                transient.release()
+
+    def _commit_repair(
+        self, meta: JsonObject, marker: TornMarker | None, closers: builtins.list[JsonObject]
+    ) -> None:
+        if marker is None and not closers:
+            return
+        session_id = meta["id"]
+        path = self._path(meta)
+        payload = self._encode([*marker.recovered, *closers] if marker else closers)
+        transient = self._lock_for_write(session_id, os.path.dirname(path))
+        try:
+            self._append(session_id, path, payload, marker)
+        finally:
+            if transient is not None:
+                transient.release()
+
+    def _append(
+        self, session_id: str, path: str, payload: bytes, marker: TornMarker | None
+    ) -> None:
+        """Under the writer lock: check the size, cut a torn tail, append, fsync; roll back on
+        failure."""
+        io = self._io
+        owner = self._owners.get(session_id)
+        fd = owner.fd if owner is not None else -1
+        if fd < 0:
+            try:
+                fd = io.open(path, _APPEND_FLAGS)
+            except OSError as error:
+                if error.errno == errno.ELOOP:
+                    raise SessionPersistenceError(
+                        f'session log "{path}" is a symbolic link; refusing it'
+                    ) from None
+                raise
+            if owner is not None:
+                owner.fd = fd
+        try:
+            size = io.size(fd)
+            expected = marker.seen_size if marker is not None else self._sizes.get(session_id)
+            if size != expected:
+                raise StaleWriterError(session_id)
+            if marker is not None and marker.truncate_to != size:
+                io.ftruncate(fd, marker.truncate_to)
+                io.fsync(fd)
+                size = marker.truncate_to
+                self._sizes[session_id] = size
+            if payload:
+                try:
+                    io.write_all(fd, payload)
+                    io.fsync(fd)
+                except Exception as error:
+                    self._roll_back(fd, size, path, error)
+                    raise
+            self._sizes[session_id] = size + len(payload)
+        except BaseException:
+            if owner is not None:
+                owner.fd = -1
+            io.close(fd)
+            raise
+        if owner is None:
+            io.close(fd)
+
+    def _roll_back(self, fd: int, size: int, path: str, error: Exception) -> None:
+        try:
+            self._io.ftruncate(fd, size)
+            self._io.fsync(fd)
+        except Exception as failure:
+            raise ExceptionGroup(
+                f'failed to roll back append to "{path}"', [error, failure]
+            ) from None
+
+    def _materialize(self, session_id: str, meta: JsonObject, path: str, batch: bytes) -> None:
+        """Create the log: header + first batch in a private temp file, linked into place."""
+        io = self._io
+        existing = self._lookup(session_id)
+        if existing == path:
+            raise SessionPersistenceError(
+                f'session "{session_id}" already has a persisted log at "{path}"'
+            )
+        if existing is not None:
+            raise SessionPersistenceError(
+                f'session "{session_id}" is already stored under another project directory: '
+                f'"{existing}"'
+            )
+        directory = os.path.dirname(path)
+        self._make_dirs(directory)
+        transient = self._lock_for_write(session_id, directory)
+        try:
+            header = header_line(meta)
+            content = (
+                (frames.compress_frame(header) + batch)
+                if self.compression == "zstd"
+                else (header + batch)
+            )
+            temp = f"{path}.{secrets.token_hex(6)}.tmp"
+            fd = io.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                try:
+                    io.write_all(fd, content)
+                    io.fsync(fd)
+                finally:
+                    io.close(fd)
+                try:
+                    io.link(temp, path)
+                except FileExistsError:
+                    raise SessionPersistenceError(
+                        f'session "{session_id}" already has a persisted log at "{path}" '
+                        "(another writer created it first)"
+                    ) from None
+                io.fsync_dir(directory)
+            finally:
+                try:
+                    io.unlink(temp)
+                except OSError:
+                    pass
+            self._sizes[session_id] = len(content)
+        finally:
+            if transient is not None:
+                transient.release()
+
+    def _make_dirs(self, directory: str) -> None:
+        """Create the missing directories of `directory` (0700), fsyncing each parent."""
+        missing: builtins.list[str] = []
+        current = directory
+        while not os.path.lexists(current):
+            missing.append(current)
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+        for path in reversed(missing):
+            try:
+                self._io.mkdir(path)
+            except FileExistsError:
+                continue
+            self._io.fsync_dir(os.path.dirname(path))
+        st = os.lstat(directory)
+        if not stat.S_ISDIR(st.st_mode):
+            raise SessionPersistenceError(f'session directory "{directory}" is not a directory')
+
+    def _drop(self, owner: _Owner) -> None:
+        if owner.fd >= 0:
+            self._io.close(owner.fd)
+            owner.fd = -1
+        if owner.lock is not None:
+            owner.lock.release()
+            owner.lock = None
+
+
+def _sort_time(header: JsonObject) -> int:
+    created = header.get("createdAt")
+    return created if type(created) is int else 0

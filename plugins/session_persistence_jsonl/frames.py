@@ -1,0 +1,123 @@
+"""Zstandard frame structure: split a compressed log into frames without decompressing it.
+
+A log is a sequence of checksummed frames (RFC 8878 §3.1.1): magic `0xFD2FB528`, a frame header
+descriptor, optional window descriptor, dictionary id and content size, blocks (3-byte headers),
+and a 4-byte content checksum. The scan only reads headers, so a torn last frame (EOF inside it)
+is told apart from corruption (bad magic, reserved bits, reserved block type) cheaply.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Final
+
+import zstandard
+
+__all__ = ["Frame", "FrameError", "compress_frame", "decompress_frame", "decompress_torn", "scan"]
+
+_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+_FCS_BYTES: Final = (0, 2, 4, 8)
+_DICT_BYTES: Final = (0, 1, 2, 4)
+_LEVEL: Final = 3
+_TORN_PIECE: Final = 16384
+
+
+class FrameError(ValueError):
+    """Raised when the bytes are not a sequence of checksummed zstd frames (corruption)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One frame: bytes `[start, end)`; `complete` is False for a frame cut by EOF."""
+
+    start: int
+    end: int
+    complete: bool
+
+
+def scan(data: bytes | memoryview, *, limit: int | None = None) -> list[Frame]:
+    """Split `data` into frames (at most `limit`); only the last one may be incomplete (torn).
+
+    Raises `FrameError` naming the frame and offset for bad magic, reserved bits, a reserved block
+    type, or a frame without a content checksum.
+    """
+    frames: list[Frame] = []
+    size = len(data)
+    pos = 0
+    while pos < size and (limit is None or len(frames) < limit):
+        start = pos
+        number = len(frames) + 1
+        if size - pos < 5:
+            if bytes(data[pos:]) != _MAGIC[: size - pos]:
+                raise FrameError(f"frame {number} at byte {start} has a bad magic number")
+            frames.append(Frame(start, size, False))
+            break
+        if bytes(data[pos : pos + 4]) != _MAGIC:
+            raise FrameError(f"frame {number} at byte {start} has a bad magic number")
+        descriptor = data[pos + 4]
+        if descriptor & 0x08:
+            raise FrameError(f"frame {number} at byte {start} sets a reserved header bit")
+        if not descriptor & 0x04:
+            raise FrameError(f"frame {number} at byte {start} has no content checksum")
+        single_segment = bool(descriptor & 0x20)
+        fcs = _FCS_BYTES[descriptor >> 6]
+        if fcs == 0 and single_segment:
+            fcs = 1
+        pos += 5 + (0 if single_segment else 1) + _DICT_BYTES[descriptor & 0x03] + fcs
+        torn = False
+        while True:
+            if pos + 3 > size:
+                torn = True
+                break
+            header = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
+            block_type = (header >> 1) & 0x03
+            if block_type == 3:
+                raise FrameError(f"frame {number} at byte {start} has a reserved block type")
+            pos += 3 + (1 if block_type == 1 else header >> 3)
+            if pos > size:
+                torn = True
+                break
+            if header & 0x01:
+                break
+        if not torn:
+            pos += 4
+            torn = pos > size
+        if torn:
+            frames.append(Frame(start, size, False))
+            break
+        frames.append(Frame(start, pos, True))
+    return frames
+
+
+_local = threading.local()
+
+
+def compress_frame(plaintext: bytes) -> bytes:
+    """One checksummed frame holding `plaintext` (with its content size)."""
+    compressor: zstandard.ZstdCompressor | None = getattr(_local, "compressor", None)
+    if compressor is None:
+        compressor = zstandard.ZstdCompressor(level=_LEVEL, write_checksum=True)
+        _local.compressor = compressor
+    return compressor.compress(plaintext)
+
+
+def decompress_frame(frame: bytes | memoryview) -> bytes:
+    """Decompress one complete frame, verifying its checksum; raises `zstandard.ZstdError`."""
+    decompressor = zstandard.ZstdDecompressor().decompressobj()
+    out = decompressor.decompress(bytes(frame))
+    if not decompressor.eof:
+        raise zstandard.ZstdError("frame ended before its last block")
+    return out
+
+
+def decompress_torn(frame: bytes | memoryview) -> bytes:
+    """Best effort for a frame cut by EOF: whatever its complete blocks decode to."""
+    decompressor = zstandard.ZstdDecompressor().decompressobj()
+    out: list[bytes] = []
+    for piece in range(0, len(frame), _TORN_PIECE):
+        try:
+            out.append(decompressor.decompress(bytes(frame[piece : piece + _TORN_PIECE])))
+        except zstandard.ZstdError:
+            break
+    return b"".join(out)

@@ -1,0 +1,84 @@
+"""Where a session's log lives: `<root>/<project>/<segment(id)>/session.jsonl[.zstd]` (spec 02 §5).
+
+Both encoders walk UTF-16 code units: ASCII letters, digits and `. _ -` stay, any other unit (`~`
+too) becomes `~` plus four uppercase hex digits, so every id and cwd maps to one safe name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Final
+
+__all__ = [
+    "LOCK_NAME",
+    "NO_CWD",
+    "default_root",
+    "log_name",
+    "project_dir",
+    "segment",
+]
+
+#: Project directory of sessions without a cwd.
+NO_CWD: Final = "_no-cwd"
+#: The writer lock file inside a session directory (never deleted).
+LOCK_NAME: Final = "session.lock"
+
+_MAX_SEGMENT: Final = 255
+_HASHED_PREFIX: Final = 180
+_MAX_SLUG: Final = 251
+_PLAIN: Final = re.compile(r"[A-Za-z0-9._-]*")
+_SEPARATOR_RUNS: Final = re.compile(r"[/\\:]+")
+_KEEP: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def _escape(text: str) -> str:
+    """Escape every UTF-16 unit of `text` outside `A-Z a-z 0-9 . _ -` as `~XXXX`."""
+    if _PLAIN.fullmatch(text):
+        return text
+    raw = text.encode("utf-16-be", "surrogatepass")
+    out: list[str] = []
+    for i in range(0, len(raw), 2):
+        unit = raw[i] << 8 | raw[i + 1]
+        out.append(chr(unit) if unit < 128 and unit in _KEEP else f"~{unit:04X}")
+    return "".join(out)
+
+
+def segment(session_id: str) -> str:
+    """The directory name of a session id (injective, at most 255 characters)."""
+    if session_id == "":
+        raise ValueError("session id must not be empty")
+    if session_id == ".":
+        return "~002E"
+    if session_id == "..":
+        return "~002E~002E"
+    escaped = _escape(session_id)
+    if len(escaped) <= _MAX_SEGMENT:
+        return escaped
+    digest = hashlib.sha256(session_id.encode("utf-16-be", "surrogatepass")).hexdigest()
+    return f"{escaped[:_HASHED_PREFIX]}~~{digest}"
+
+
+def project_dir(cwd: str | None) -> str:
+    """The project directory name of a cwd (`--<slug>--`, or `_no-cwd`)."""
+    if cwd is None:
+        return NO_CWD
+    parts = _SEPARATOR_RUNS.split(cwd)
+    slug = "-".join(_escape(part) for part in parts).lstrip("-") or "root"
+    return f"--{slug[:_MAX_SLUG]}--"
+
+
+def log_name(compression: str) -> str:
+    """The log file name for a compression mode (`"zstd"` or `"none"`)."""
+    return "session.jsonl.zstd" if compression == "zstd" else "session.jsonl"
+
+
+def default_root() -> Path:
+    """`$DSH_HOME/sessions`, with `DSH_HOME` defaulting to `~/.dsh` (never the cwd)."""
+    home = os.environ.get("DSH_HOME") or ""
+    base = Path(home).expanduser() if home else Path.home() / ".dsh"
+    if not base.is_absolute():
+        raise ValueError(f"DSH_HOME must be an absolute path, got {home!r}")
+    return base / "sessions"

@@ -1,0 +1,77 @@
+"""The cross-process writer lock of one session directory (spec 02 §6).
+
+`session.lock` (0600, never deleted) is held with `fcntl.flock(LOCK_EX | LOCK_NB)` on a kept file
+descriptor, so the kernel frees it when the holder dies. The holder records who it is as one JSON
+line, which a refused writer reads to name the owner.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import time
+from typing import Any
+
+from plugins.session.jsonutil import dumps, loads
+from plugins.session_persistence.errors import SessionLockedError, SessionPersistenceError
+
+__all__ = ["WriterLock"]
+
+
+class WriterLock:
+    """A held lock on one session's `session.lock`; `release()` frees it."""
+
+    __slots__ = ("_fd", "path")
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    @classmethod
+    def acquire(cls, session_id: str, path: str) -> WriterLock:
+        """Take the lock without waiting; raise `SessionLockedError` naming the holder."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as error:
+            raise SessionPersistenceError(
+                f'cannot open the writer lock of session "{session_id}" at "{path}": {error}'
+            ) from error
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid, host = _holder(fd)
+            os.close(fd)
+            raise SessionLockedError(session_id, pid, host) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            now_ms = time.time_ns() // 1_000_000
+            record = dumps({"pid": os.getpid(), "host": socket.gethostname(), "acquiredAt": now_ms})
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (record + "\n").encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd)
+
+    def release(self) -> None:
+        """Free the lock (closing the descriptor releases the flock); idempotent."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+def _holder(fd: int) -> tuple[int | None, str | None]:
+    """The pid and host a holder recorded, or None for what cannot be read."""
+    try:
+        info: Any = loads(os.pread(fd, 4096, 0).split(b"\n", 1)[0])
+    except (OSError, ValueError):
+        return None, None
+    if type(info) is not dict:
+        return None, None
+    pid = info.get("pid")
+    host = info.get("host")
+    return (pid if type(pid) is int else None), (host if type(host) is str else None)

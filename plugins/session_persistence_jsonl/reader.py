@@ -1,0 +1,227 @@
+"""Decode a JSONL session log (raw or zstd) into its header, committed events and torn tail.
+
+Rules (spec 02 §5): only `\\n`-ended lines count. The first bad line (unparsable, or a seq gap;
+line 1 is the first after the header) is committed corruption if that row or any later line
+holds a `turn/end`; otherwise it and everything after it is a torn tail. In zstd logs every
+complete frame must end on a line boundary, and a torn last frame is decoded best effort: its
+good lines are `recovered` and the tail is cut back to the frame's start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import zstandard
+
+from plugins.session.jsonutil import dumps, loads
+from plugins.session_persistence.errors import SessionPersistenceCorruptionError
+from plugins.session_persistence.packing import decode_record
+
+from . import frames
+
+__all__ = [
+    "LogScan",
+    "TornMarker",
+    "header_complete",
+    "header_meta",
+    "parse_header",
+    "read_header",
+    "scan_raw",
+    "scan_zstd",
+]
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TornMarker:
+    """What `commit_repair` needs: cut the file to `truncate_to`, then re-append `recovered`.
+
+    `seen_size` is the file size the tail was observed at (the stale-writer check).
+    """
+
+    truncate_to: int
+    recovered: list[JsonObject]
+    seen_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogScan:
+    """A decoded log: the header record, the committed events and the torn tail (if any)."""
+
+    header: JsonObject
+    events: list[JsonObject]
+    marker: TornMarker | None
+
+
+def _corrupt(message: str) -> SessionPersistenceCorruptionError:
+    return SessionPersistenceCorruptionError(message)
+
+
+def parse_header(line: bytes) -> JsonObject:
+    """The header record of line `line` (without its newline).
+
+    Only the storage tag and the version are checked here: a version other than 0 is returned
+    as is (the coordinator refuses it before any shape check).
+    """
+    try:
+        header = loads(line.decode("utf-8"))
+    except ValueError:
+        raise _corrupt("corrupt session log: unparsable header line") from None
+    if type(header) is not dict or header.get("type") != "session":
+        raise _corrupt('corrupt session log: the first line is not a "session" header')
+    if type(header.get("version")) is not int:
+        raise _corrupt("corrupt session log: the header has no integer format version")
+    return header
+
+
+def header_complete(head: bytes, *, zstd: bool) -> bool:
+    """Whether `head` (a prefix of a log) holds the whole header line (or frame)."""
+    if not zstd:
+        return b"\n" in head
+    try:
+        found = frames.scan(head, limit=1)
+    except frames.FrameError:
+        return True  # let `read_header` report it
+    return bool(found) and found[0].complete
+
+
+def read_header(head: bytes, *, zstd: bool) -> JsonObject:
+    """The header record from a prefix of a log holding at least its first line (or frame)."""
+    if zstd:
+        return _zstd_header(memoryview(head))[0]
+    end = head.find(b"\n")
+    if end < 0:
+        raise _corrupt("corrupt session log: the header line is incomplete")
+    return parse_header(head[:end])
+
+
+def _zstd_header(view: memoryview) -> tuple[JsonObject, frames.Frame]:
+    try:
+        found = frames.scan(view, limit=1)
+    except frames.FrameError as error:
+        raise _corrupt(f"corrupt Zstandard session log: {error}") from None
+    if not found or not found[0].complete:
+        raise _corrupt("corrupt Zstandard session log: the header frame is incomplete")
+    first = _decompress(view, found[0], 1)
+    if not first.endswith(b"\n") or first.index(b"\n") != len(first) - 1:
+        raise _corrupt("corrupt Zstandard session log: the first frame must hold only the header")
+    return parse_header(first[:-1]), found[0]
+
+
+def header_meta(header: JsonObject) -> JsonObject:
+    """The session meta of a header record: without its tag, `delegationDepth` defaulting to 0."""
+    meta = {key: value for key, value in header.items() if key != "type"}
+    if header["version"] == 0:
+        meta.setdefault("delegationDepth", 0)
+    return meta
+
+
+class _Lines:
+    """Feeds complete lines in order, keeping the committed prefix and the first issue."""
+
+    __slots__ = ("events", "issue", "line")
+
+    def __init__(self) -> None:
+        self.events: list[JsonObject] = []
+        self.issue: SessionPersistenceCorruptionError | None = None
+        self.line = 0
+
+    def feed(self, text: bytes) -> bool:
+        """Consume one line; True iff it joined the committed prefix."""
+        self.line += 1
+        try:
+            record = loads(text.decode("utf-8"))
+            if type(record) is not dict or type(record.get("type")) is not str:
+                raise ValueError("not a storage record")
+            decoded = decode_record(record)
+        except ValueError:
+            if self.issue is None:
+                self.issue = _corrupt(
+                    f"corrupt session log: unparsable committed event at line {self.line}"
+                )
+            return False
+        if self.issue is not None:
+            if any(event.get("type") == "turn/end" for event in decoded):
+                raise self.issue
+            return False
+        events = self.events
+        start = len(events)
+        for event in decoded:
+            seq = event.get("seq")
+            if type(seq) is not int or seq != len(events):
+                expected = len(events)
+                del events[start:]
+                got = dumps(seq) if "seq" in event else "undefined"
+                self.issue = _corrupt(
+                    f"corrupt session log: seq gap in committed region at line {self.line} "
+                    f"(expected {expected}, got {got})"
+                )
+                if any(item.get("type") == "turn/end" for item in decoded):
+                    raise self.issue
+                return False
+            events.append(event)
+        return True
+
+
+def scan_raw(data: bytes) -> LogScan:
+    """Decode a raw (`session.jsonl`) log."""
+    header = read_header(data, zstd=False)
+    end = data.index(b"\n")
+    if header["version"] != 0:
+        return LogScan(header, [], None)
+    lines = _Lines()
+    committed = end + 1
+    parts = data[committed:].split(b"\n")
+    position = committed
+    for text in parts[:-1]:
+        position += len(text) + 1
+        if lines.feed(text):
+            committed = position
+    marker = None if committed == len(data) else TornMarker(committed, [], len(data))
+    return LogScan(header, lines.events, marker)
+
+
+def scan_zstd(data: bytes) -> LogScan:
+    """Decode a zstd (`session.jsonl.zstd`) log."""
+    view = memoryview(data)
+    header, _ = _zstd_header(view)
+    if header["version"] != 0:
+        return LogScan(header, [], None)
+    try:
+        found = frames.scan(view)
+    except frames.FrameError as error:
+        raise _corrupt(f"corrupt Zstandard session log: {error}") from None
+    lines = _Lines()
+    cut: tuple[int, int] | None = None  # (frame start, events before that frame)
+    for number, frame in enumerate(found[1:], start=2):
+        if frame.complete:
+            text = _decompress(view, frame, number)
+            if text and not text.endswith(b"\n"):
+                raise _corrupt(
+                    "corrupt Zstandard session log: complete frame contains a torn JSONL record"
+                )
+        else:
+            text = frames.decompress_torn(view[frame.start : frame.end])
+        before = len(lines.events)
+        parts = text.split(b"\n")
+        for part in parts[:-1]:
+            if not lines.feed(part) and cut is None:
+                cut = (frame.start, before)
+        if not frame.complete and cut is None:
+            cut = (frame.start, before)
+    if cut is None:
+        return LogScan(header, lines.events, None)
+    start, before = cut
+    return LogScan(header, lines.events, TornMarker(start, lines.events[before:], len(data)))
+
+
+def _decompress(view: memoryview, frame: frames.Frame, number: int) -> bytes:
+    try:
+        return frames.decompress_frame(view[frame.start : frame.end])
+    except zstandard.ZstdError as error:
+        raise _corrupt(
+            f"corrupt Zstandard session log: frame {number} at byte {frame.start} "
+            f"cannot be decoded: {error}"
+        ) from None

@@ -1,0 +1,214 @@
+"""Layout: escaping, project slugs, hostile ids (R9), permissions, refusals, the default root."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from jsonl_helpers import MODES, backend, meta, turn, write
+
+from plugins.session_persistence.errors import SessionPersistenceError
+from plugins.session_persistence_jsonl import default_root, project_dir, segment
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize(
+    ("session_id", "expected"),
+    [
+        ("abc-DEF_0.9", "abc-DEF_0.9"),
+        (".", "~002E"),
+        ("..", "~002E~002E"),
+        ("...", "..."),
+        ("a/b", "a~002Fb"),
+        ("~", "~007E"),
+        ("\U0001f600", "~D83D~DE00"),
+        ("a\x00b", "a~0000b"),
+        ("é", "~00E9"),
+        ("\ud800", "~D800"),
+    ],
+)
+def test_segment_escapes_utf16_units(session_id: str, expected: str) -> None:
+    assert segment(session_id) == expected
+
+
+def test_segment_refuses_empty_and_hashes_long_ids() -> None:
+    with pytest.raises(ValueError, match="must not be empty"):
+        segment("")
+    long_id = "x" * 300
+    digest = hashlib.sha256(long_id.encode("utf-16-be")).hexdigest()
+    assert segment(long_id) == "x" * 180 + "~~" + digest
+    assert segment("x" * 255) == "x" * 255
+    escaped = segment("/" * 100)  # 500 escaped characters
+    assert len(escaped) == 180 + 2 + 64
+
+
+@pytest.mark.parametrize(
+    ("cwd", "expected"),
+    [
+        (None, "_no-cwd"),
+        ("/home/u/my proj", "--home-u-my~0020proj--"),
+        ("/", "--root--"),
+        ("C:\\Users\\me", "--C-Users-me--"),
+        ("//a//b/", "--a-b---"),
+        ("/tmp/~x", "--tmp-~007Ex--"),
+    ],
+)
+def test_project_dir(cwd: str | None, expected: str) -> None:
+    assert project_dir(cwd) == expected
+
+
+def test_project_dir_is_cut_to_255() -> None:
+    name = project_dir("/" + "a" * 400)
+    assert name == "--" + "a" * 251 + "--"
+
+
+def test_default_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DSH_HOME", str(tmp_path))
+    assert default_root() == tmp_path / "sessions"
+    monkeypatch.delenv("DSH_HOME")
+    assert default_root() == Path.home() / ".dsh" / "sessions"
+    monkeypatch.setenv("DSH_HOME", "relative")
+    with pytest.raises(ValueError, match="absolute"):
+        default_root()
+
+
+HOSTILE = [
+    "../x",
+    "../../etc/passwd",
+    "/etc/passwd",
+    "a\x00b",
+    "x" * 10_000,
+    "\U0001f600 ünïcödé 会话",
+    "Case",
+    "case",
+    "CASE",
+    ".",
+    "..",
+    "~002E",
+    "\ud800lone",
+    "a:b\\c",
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_hostile_ids_stay_inside_the_root_and_round_trip(tmp_path: Path, mode: str) -> None:
+    b = backend(tmp_path, mode)
+    root = (tmp_path / "sessions").resolve()
+    paths = set()
+    for session_id in HOSTILE:
+        m = meta(session_id, cwd="/../../etc")
+        path = await write(b, m, [turn(0)])
+        assert path.resolve().is_relative_to(root)
+        assert path.parent.parent.parent == tmp_path / "sessions"
+        assert len(path.parent.name) <= 255
+        paths.add(path)
+        stored = await b.load_stored(session_id)
+        assert stored is not None
+        assert stored.meta["id"] == session_id
+        assert stored.events == turn(0)
+    assert len(paths) == len(HOSTILE)  # case variants do not collide
+    assert sorted(h["id"] for h in await b.list()) == sorted(HOSTILE)
+    await b.aclose()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_files_0600_dirs_0700_even_under_a_loose_umask(tmp_path: Path, mode: str) -> None:
+    old = os.umask(0)
+    try:
+        b = backend(tmp_path, mode)
+        path = await write(b, meta(), [turn(0), turn(6, 2)])
+    finally:
+        os.umask(old)
+    for directory in (path.parent, path.parent.parent, tmp_path / "sessions"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    await b.acquire_writer("s1")
+    assert stat.S_IMODE((path.parent / "session.lock").stat().st_mode) == 0o600
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(["session.lock", path.name])
+    await b.aclose()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_symlinked_session_file_is_refused(tmp_path: Path, mode: str) -> None:
+    b = backend(tmp_path, mode)
+    path = await write(b, meta(), [turn(0)])
+    before = path.read_bytes()
+    target = tmp_path / "elsewhere"
+    path.rename(target)
+    path.symlink_to(target)
+    with pytest.raises(SessionPersistenceError, match="symbolic link"):
+        await b.load_stored("s1")
+    with pytest.raises(SessionPersistenceError, match="symbolic link"):
+        await b.list()
+    with pytest.raises(SessionPersistenceError, match="symbolic link"):
+        await b.append_batch(meta(), turn(6, 2), is_materialized=True)
+    with pytest.raises(SessionPersistenceError, match="symbolic link"):
+        await b.read_raw("s1")
+    assert target.read_bytes() == before
+    await b.aclose()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_other_encoding_in_the_root_is_refused(tmp_path: Path, mode: str) -> None:
+    other = "zstd" if mode == "none" else "none"
+    await write(backend(tmp_path, other), meta(), [turn(0)])
+    b = backend(tmp_path, mode)
+    for call in (b.load_stored("s1"), b.read_stored_revision("s1"), b.list()):
+        with pytest.raises(SessionPersistenceError, match="other encoding"):
+            await call
+    with pytest.raises(SessionPersistenceError, match="other encoding"):
+        await b.append_batch(meta(), turn(0), is_materialized=False)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_flat_log_file_is_refused(tmp_path: Path, mode: str) -> None:
+    b = backend(tmp_path, mode)
+    path = await write(b, meta(), [turn(0)])
+    flat = path.parent.parent / ("s2.jsonl.zstd" if mode == "zstd" else "s2.jsonl")
+    flat.write_bytes(path.read_bytes())
+    with pytest.raises(SessionPersistenceError, match="flat log file"):
+        await b.load_stored("s2")
+    with pytest.raises(SessionPersistenceError, match="flat log file"):
+        await b.list()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_one_id_in_two_project_dirs_is_refused(tmp_path: Path, mode: str) -> None:
+    b = backend(tmp_path, mode)
+    await write(b, meta(cwd="/a"), [turn(0)])
+    with pytest.raises(SessionPersistenceError, match="already stored under another project"):
+        await b.append_batch(meta(cwd="/b"), turn(0), is_materialized=False)
+    elsewhere = await write(backend(tmp_path / "x", mode), meta(cwd="/b"), [turn(0)])
+    elsewhere.parent.parent.rename(tmp_path / "sessions" / "--b--")
+    with pytest.raises(SessionPersistenceError, match="stored in two project directories"):
+        await b.load_stored("s1")
+    with pytest.raises(SessionPersistenceError, match="stored in two project directories"):
+        await b.list()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_header_must_reproduce_its_location(tmp_path: Path, mode: str) -> None:
+    b = backend(tmp_path, mode)
+    path = await write(b, meta(cwd="/a"), [turn(0)])
+    moved = tmp_path / "sessions" / "--b--" / "s1"
+    moved.parent.mkdir()
+    path.parent.rename(moved)
+    with pytest.raises(SessionPersistenceError, match="does not match its location"):
+        await b.load_stored("s1")
+    with pytest.raises(SessionPersistenceError, match="does not match its location"):
+        await b.list()
+
+
+async def test_nothing_stored(tmp_path: Path) -> None:
+    b = backend(tmp_path, "zstd")
+    assert await b.load_stored("nope") is None
+    assert await b.read_stored_revision("nope") is None
+    assert await b.list() == []
+    assert await b.list_snapshots() == []
+    with pytest.raises(SessionPersistenceError, match='session "nope" not found'):
+        await b.read_raw("nope")
+    assert not (tmp_path / "sessions").exists()
