@@ -24,10 +24,11 @@ from framework.errors import (
     ConfigError,
     FrameworkError,
     ManifestError,
+    PluginError,
     format_problems,
     validation_problems,
 )
-from framework.fiber import Fiber, FiberState
+from framework.fiber import Fiber, FiberState, describe
 from framework.manifest import (
     GROUP,
     Entry,
@@ -155,6 +156,10 @@ def _check_plugin(plugin: object, name: str) -> object:
             raise _Unresolved(f'module "{plugin.__name__}" is not a plugin (it has no apply)')
     elif not callable(plugin):
         raise _Unresolved(f"{name} is not a plugin ({type(plugin).__name__})")
+    try:
+        describe(plugin)
+    except PluginError as exc:
+        raise _Unresolved(str(exc)) from None
     return plugin
 
 
@@ -214,7 +219,7 @@ def check_manifest(
             config = interpolate(entry.config, environ, entry.env_refs)
         except MissingVariable as exc:
             message = f"failed to apply loader entry {entry.id} ({entry.name}): {exc}"
-            problems.append(ManifestProblem(message, exc.ref.loc, entry.id))
+            problems.append(ManifestProblem(message, exc.loc, entry.id))
             continue
         model = _config_model(plugin)
         if model is None:

@@ -86,9 +86,11 @@ class EnvRef:
 class MissingVariable(Exception):
     """Raised when a ``${VAR}`` without default names an unset environment variable."""
 
-    def __init__(self, ref: EnvRef) -> None:
-        super().__init__(f'environment variable "{ref.name}" is not set ({ref.loc.at})')
-        self.ref = ref
+    def __init__(self, name: str, loc: Loc | None) -> None:
+        where = f" ({loc.at})" if loc is not None else ""
+        super().__init__(f'environment variable "{name}" is not set{where}')
+        self.name = name
+        self.loc = loc
 
 
 @dataclass
@@ -108,11 +110,6 @@ class Entry:
     disabled: bool = False
     inject: tuple[str, ...] = ()
     isolate: dict[str, bool | str] | None = None
-
-    @property
-    def label(self) -> str:
-        """``entry <id>`` when the row names its id, else empty."""
-        return f"entry {self.id}" if self.explicit_id else ""
 
 
 @dataclass
@@ -159,7 +156,7 @@ def _expand(match: re.Match[str], environ: Mapping[str, str], refs: tuple[EnvRef
     if default is not None:
         return default
     ref = next((r for r in refs if r.name == name and not r.has_default), None)
-    raise MissingVariable(ref or EnvRef(name, False, Loc("<config>", 0, 0)))
+    raise MissingVariable(name, ref.loc if ref is not None else None)
 
 
 def load_manifest(
@@ -454,11 +451,11 @@ class _Reader:
         if value is None:
             return None
         ok = isinstance(value, dict) and all(
-            v is True or (isinstance(v, str) and v) for v in value.values()
+            isinstance(v, bool) or (isinstance(v, str) and v) for v in value.values()
         )
         if not ok:
             raise self.fail(
-                node, f'"isolate"{label} must map service names to true or a label', ident
+                node, f'"isolate"{label} must map service names to true, false or a label', ident
             )
         return dict(value)
 

@@ -189,6 +189,14 @@ CASES = {
         "a",
         files={"broken.py": "name = 'broken'\nx = 1 / 0\n"},
     ),
+    "plugin with a bad inject": Case(
+        "- id: a\n  name: ./stringly.py\n",
+        'cannot resolve plugin "./stringly.py" for entry a ({m}:2): inject of plugin "stringly"'
+        " must be a list of service names",
+        ("m", 2, 9),
+        "a",
+        files={"stringly.py": "name = 'stringly'\ninject = 'llm'\ndef apply(ctx, config): pass\n"},
+    ),
     "bad config type": Case(
         "- id: a\n  name: " + P + "\n  config:\n    port: eighty\n",
         "invalid config for entry a ({m}:4):\n  - Input should be a valid integer, unable to"

@@ -153,4 +153,6 @@ def test_missing_variable_names_it_and_where() -> None:
     with pytest.raises(MissingVariable) as info:
         interpolate({"t": "Bearer ${TOKEN}"}, {}, (ref,))
     assert str(info.value) == 'environment variable "TOKEN" is not set (app.yaml:7)'
-    assert info.value.ref is ref
+    assert (info.value.name, info.value.loc) == ("TOKEN", ref.loc)
+    with pytest.raises(MissingVariable, match=r'^environment variable "X" is not set$'):
+        interpolate("${X}", {})
