@@ -342,3 +342,29 @@ def test_patches_must_be_a_sequence_of_paths(folder: Path) -> None:
     manifest = write(folder, "app.yaml", "- {id: p, name: loader_fx_provider}\n")
     with pytest.raises(TypeError, match="sequence of overlay paths"):
         check_manifest(manifest, str(folder / "overlay.yaml"))
+
+
+async def test_isolate_labels_share_a_realm(folder: Path) -> None:
+    manifest = write(
+        folder,
+        "app.yaml",
+        """
+        - id: one
+          name: loader_fx_provider
+          isolate: {demo: shared}
+        - id: two
+          name: framework:group
+          group: true
+          isolate: {demo: shared}
+          config:
+            - {id: two-provider, name: loader_fx_provider}
+        """,
+    )
+    with pytest.raises(BootError) as info:
+        async with boot(manifest):
+            pytest.fail("two providers of one shared realm both started")
+    (line,) = str(info.value).splitlines()[1:]
+    assert line.startswith(
+        ("  one (loader_fx_provider): ", "  two-provider (loader_fx_provider): ")
+    )
+    assert 'service "demo" has been registered at' in line
