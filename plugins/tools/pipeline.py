@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from framework import AbortSignal
+from framework import AbortSignal, Scope
 from plugins.session.jsonutil import snapshot
 
 from .decisions import Accept, Allow, Ask, Block, Deny
@@ -59,11 +59,13 @@ class PreparedCall:
         return self.result is None
 
     def settle(self, result: ToolExecutionResult, *, final: bool) -> None:
+        """Record the stage's result; `final` skips any later `tools/post-execute`."""
         self.result = result
         self.final = final
 
 
 async def _resolved(value: Any) -> Any:
+    """Await a listener's return value if it is awaitable (sync listeners may return plainly)."""
     return await value if inspect.isawaitable(value) else value
 
 
@@ -77,7 +79,7 @@ class ToolScheduler:
     def _dispatcher(self, exec: ToolExecution) -> Any:
         return exec.agent.ctx if exec.agent is not None else self._ctx
 
-    def _scope(self, exec: ToolExecution) -> Any:
+    def _scope(self, exec: ToolExecution) -> Scope | None:
         return scope_of(exec.agent.ctx) if exec.agent is not None else None
 
     async def prepare(self, input: ToolExecutionInput) -> PreparedCall:

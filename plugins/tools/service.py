@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from framework import Service
+from framework import Scope, Service
 
 from .execution import AgentLike, ToolExecutionInput
 from .pipeline import ToolScheduler
@@ -93,5 +93,5 @@ class ToolsService(Service):
         return await self.scheduler.execute(input)
 
 
-def _scope(agent: AgentLike | None) -> Any:
+def _scope(agent: AgentLike | None) -> Scope | None:
     return None if agent is None else scope_of(agent.ctx)
