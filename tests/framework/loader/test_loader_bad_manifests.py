@@ -340,3 +340,14 @@ def test_alias_bombs_are_refused(tmp_path: Path) -> None:
     (problem,) = check_manifest(manifest)
     assert "document expands to more than 100000 nodes" in str(problem)
     assert str(problem).startswith(f"failed to parse config file {manifest}: ")
+
+
+def test_unreadable_files_are_one_problem(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    assert [str(p) for p in check_manifest(missing)] == [
+        f"failed to read config file {missing}: No such file or directory"
+    ]
+    manifest = write(tmp_path, "app.yaml", "- {id: a, name: json:dumps}\n")
+    assert [str(p) for p in check_manifest(manifest, [tmp_path])] == [
+        f"failed to read overlay file {tmp_path}: Is a directory"
+    ]
