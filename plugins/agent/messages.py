@@ -26,7 +26,7 @@ def user_message(message: str | Mapping[str, Any]) -> Message:
     if not isinstance(message, Mapping):
         raise TypeError(f"an inbox message must be a str or a message mapping, got {message!r}")
     if message.get("role") != "user":
-        raise ValueError(f"an inbox message must have role \"user\", got {message.get('role')!r}")
+        raise ValueError(f'an inbox message must have role "user", got {message.get("role")!r}')
     if not isinstance(message.get("content"), list):
         raise ValueError("an inbox message must have a content list")
     copy: Message = snapshot(dict(message))

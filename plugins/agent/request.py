@@ -158,4 +158,3 @@ def _context_window(prepared: Any) -> int | None:
         window = context.get("contextWindow")
         return window if isinstance(window, int) else None
     return getattr(context, "context_window", None)
-

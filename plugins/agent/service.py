@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("dsh.agent")
 
-Setup = Callable[["Context"], Awaitable[None] | None]
+Setup = Callable[["Context"], object]
+"""`setup(agent.ctx)`: registers the agent's listeners and tools; may be async."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ class AgentsService(Service):
             box.append(agent)
             if setup is not None:
                 result = setup(agent.ctx)
-                if result is not None:
+                if inspect.isawaitable(result):
                     await result
 
         mount.__name__ = f"agent:{session.id}"

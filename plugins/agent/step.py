@@ -55,7 +55,12 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
             decision = await agent.ctx.serial(
                 "agent/request-error",
                 RequestFailed(
-                    agent, turn, step, options.provider, finish["failure"], request.retry_policy,
+                    agent,
+                    turn,
+                    step,
+                    options.provider,
+                    finish["failure"],
+                    request.retry_policy,
                     signal,
                 ),
             )

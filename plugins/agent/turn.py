@@ -34,10 +34,14 @@ async def run_turn(
         if signal.aborted:
             reason = {"kind": "aborted", "reason": cause_of(signal.reason)}
         else:
-            failure = error.failure if isinstance(error, LlmError) else {
-                "message": str(error) or type(error).__name__,
-                "code": "UNKNOWN",
-            }
+            failure = (
+                error.failure
+                if isinstance(error, LlmError)
+                else {
+                    "message": str(error) or type(error).__name__,
+                    "code": "UNKNOWN",
+                }
+            )
             reason = {"kind": "error", "error": dict(failure)}
             logger.warning('agent "%s": turn %d failed: %s', agent.id, turn, failure["message"])
             agent.ctx.emit("agent/error", AgentErrorEvent(agent, error))

@@ -44,7 +44,7 @@ def test_insert_appends_splice_before_mutation_with_exact_payload() -> None:
         seen.append((len(inbox.next_turn), len(inbox.next_step)))
         log.append(event_type, data)
 
-    inbox._append = append  # type: ignore[method-assign]
+    inbox._append = append
     inbox.insert("next-turn", msg("a"))
     inbox.insert("next-turn", msg("b"))
     inbox.insert("next-step", msg("c"))
