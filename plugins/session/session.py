@@ -1,0 +1,175 @@
+"""`Session`: an append-only event log with its model-visible surface (spec 02 §2)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from framework.signal import timer_group
+
+from .events import Event, Surface, check_event, live_event, validate_header
+from .jsonutil import snapshot
+from .messages import derive_messages
+
+if TYPE_CHECKING:
+    from .store import SessionStore
+
+__all__ = ["Clock", "Session", "now_ms"]
+
+logger = logging.getLogger("plugins.session")
+
+Clock = Callable[[], int]
+
+
+def now_ms() -> int:
+    """Wall-clock time in integer epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+class Session:
+    """A session: `id`, `header`, `events` (plain dicts in on-disk key order; never mutate them),
+    the next `seq`, and `first_live_seq` (the first seq after the seed and its
+    `session/end-seed`).
+
+    `append` is synchronous and does no I/O. Once the session store has published the session,
+    every append is handed to the `session/event` listeners (the persistence seam among them).
+    """
+
+    __slots__ = ("_clock", "_publishing", "_store", "events", "first_live_seq", "header", "surface")
+
+    def __init__(
+        self,
+        header: Mapping[str, Any],
+        seed: Iterable[Any] | None = None,
+        *,
+        clock: Clock = now_ms,
+        copy: bool = True,
+    ) -> None:
+        """Validate `header` and the `seed` events (contiguous from seq 0, checked like appends,
+        deep-copied unless `copy=False`). A seed (even an empty one) that does not end with
+        `session/end-seed` gets one appended; `seed=None` starts an empty, unseeded session."""
+        self.header: dict[str, Any] = dict(header)
+        validate_header(self.header)
+        self.events: list[Event] = []
+        self.surface = Surface()
+        self._clock = clock
+        self._store: SessionStore | None = None
+        self._publishing = False
+        if seed is not None:
+            for raw in seed:
+                event = raw
+                if copy:
+                    try:
+                        event = snapshot(raw)
+                    except TypeError as error:
+                        kind = raw.get("type") if isinstance(raw, dict) else None
+                        raise TypeError(
+                            f'session event "{kind}" carries non-JSON-serializable data'
+                        ) from error
+                self._check(event)
+                self.events.append(event)
+                self.surface.apply(event)
+            if not self.events or self.events[-1]["type"] != "session/end-seed":
+                event = live_event("session/end-seed", len(self.events), self._clock(), {})
+                self.events.append(event)
+        self.first_live_seq = len(self.events)
+
+    @classmethod
+    def from_stored(cls, header: Mapping[str, Any], events: list[Event]) -> Session:
+        """An unpublished session over a stored (balanced) log; events are validated, not
+        copied, and a `session/end-seed` is appended unless the log already ends with one."""
+        return cls(header, events, copy=False)
+
+    @property
+    def id(self) -> str:
+        """The session id (`header["id"]`)."""
+        session_id: str = self.header["id"]
+        return session_id
+
+    @property
+    def seq(self) -> int:
+        """The seq the next appended event gets (= number of events)."""
+        return len(self.events)
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id!r} events={len(self.events)}>"
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The model-visible transcript (see `derive_messages`)."""
+        return derive_messages(self.events)
+
+    def _check(self, event: Event) -> None:
+        check_event(event, len(self.events))
+        self.surface.check(event, self.events)
+
+    def append(
+        self,
+        type: str,
+        data: Any,
+        *,
+        surface_op: str | dict[str, Any] | None = None,
+        source_event_seqs: list[int] | None = None,
+        ignorable: bool = False,
+    ) -> Event:
+        """Append one event (seq = number of events, time = the clock) and publish it to the
+        `session/event` listeners; the push is the commit point. Returns the event."""
+        try:
+            data = snapshot(data)
+            surface_op = snapshot(surface_op)
+            source_event_seqs = snapshot(source_event_seqs)
+        except TypeError as error:
+            raise TypeError(f'session event "{type}" carries non-JSON-serializable data') from error
+        if self._publishing:
+            raise RuntimeError(
+                "session append cannot reenter while another append is being published"
+            )
+        event = live_event(
+            type,
+            len(self.events),
+            self._clock(),
+            data,
+            ignorable=ignorable,
+            source_event_seqs=source_event_seqs,
+            surface_op=surface_op,
+        )
+        self._check(event)
+        store = self._store
+        listeners = store._listeners("session/event") if store is not None else ()
+        self.events.append(event)
+        self.surface.apply(event)
+        if listeners:
+            self._publish(listeners, event)
+        return event
+
+    def _publish(self, listeners: tuple[Callable[..., Any], ...], event: Event) -> None:
+        self._publishing = True
+        try:
+            for listener in listeners:
+                try:
+                    result = listener(self, event)
+                except Exception as error:
+                    logger.error('session "%s": session/event listener threw: %s', self.id, error)
+                    continue
+                if result is not None and hasattr(result, "__await__"):
+                    _background(result, self.id, "session/event listener rejected")
+        finally:
+            self._publishing = False
+
+
+def _background(awaitable: Any, session_id: str, what: str) -> None:
+    """Await `awaitable` in the root task group, logging `session "<id>": <what>: <e>`."""
+
+    async def run() -> None:
+        try:
+            await awaitable
+        except Exception as error:
+            logger.error('session "%s": %s: %s', session_id, what, error)
+
+    group = timer_group.get()
+    if group is None:
+        run().close()
+        logger.error('session "%s": %s: no running root context', session_id, what)
+        return
+    group.start_soon(run)
