@@ -1,0 +1,45 @@
+"""A small Cordis-style context and service container (spec 01)."""
+
+from framework.context import Context
+from framework.errors import (
+    BootError,
+    ConfigError,
+    FrameworkError,
+    ManifestError,
+    PluginError,
+    ServiceError,
+)
+from framework.events import Scope
+from framework.fiber import Effect, Fiber, FiberState
+from framework.service import Service
+from framework.signal import (
+    AbortController,
+    AbortError,
+    AbortSignal,
+    TimeoutReason,
+    abort_scope,
+    deadline,
+    timeout_of,
+)
+
+__all__ = [
+    "AbortController",
+    "AbortError",
+    "AbortSignal",
+    "BootError",
+    "ConfigError",
+    "Context",
+    "Effect",
+    "Fiber",
+    "FiberState",
+    "FrameworkError",
+    "ManifestError",
+    "PluginError",
+    "Scope",
+    "Service",
+    "ServiceError",
+    "TimeoutReason",
+    "abort_scope",
+    "deadline",
+    "timeout_of",
+]

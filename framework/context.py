@@ -1,0 +1,277 @@
+"""The Context: plugin registration, services, effects and event dispatch as seen by one fiber."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import Token
+from types import TracebackType
+from typing import Any, overload
+
+import anyio
+from anyio.abc import TaskGroup
+from dependency_injector.containers import DynamicContainer
+
+from framework.errors import FrameworkError, ServiceError
+from framework.events import Listener, Scope
+from framework.fiber import Disposer, Effect, Fiber, FiberState, Root, describe, disposers_of
+from framework.service import Entry, Realm, Service, service_names
+from framework.signal import timer_group
+
+EffectResult = Disposer | list[Disposer] | tuple[Disposer, ...] | None
+
+
+class Context:
+    """A plugin's view of the framework; the root one is `async with Context() as ctx:`."""
+
+    __slots__ = ("__weakref__", "_fiber", "_injected", "_realms", "_root", "_scope", "_token")
+
+    def __init__(self) -> None:
+        root = Root()
+        fiber = Fiber(root, None, None, None, "root", ())
+        self._bind(root, fiber, {}, frozenset(), None)
+        fiber.ctx = self
+        self._token: Token[TaskGroup | None] | None = None
+
+    def _bind(
+        self,
+        root: Root,
+        fiber: Fiber,
+        realms: dict[str, Realm],
+        injected: frozenset[str],
+        scope: Scope | None,
+    ) -> None:
+        self._root = root
+        self._fiber = fiber
+        self._realms = realms
+        self._injected = injected
+        self._scope = scope
+
+    def _derive(
+        self, fiber: Fiber, realms: dict[str, Realm], injected: frozenset[str], scope: Scope | None
+    ) -> Context:
+        ctx = object.__new__(Context)
+        ctx._bind(self._root, fiber, realms, injected, scope)
+        return ctx
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Context:
+        root = self._root
+        if self._fiber.parent is not None or root.tg is not None:
+            raise FrameworkError("only a root context can be entered, and only once")
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        root.tg = tg
+        self._token = timer_group.set(tg)
+        self._fiber.state = FiberState.ACTIVE
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg = self._root.tg
+        assert tg is not None
+        assert self._token is not None
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._fiber.dispose()
+        finally:
+            timer_group.reset(self._token)
+            tg.cancel_scope.cancel()
+        return await tg.__aexit__(exc_type, exc, tb)
+
+    @property
+    def fiber(self) -> Fiber:
+        """The fiber this context belongs to (the root fiber for the root context)."""
+        return self._fiber
+
+    @property
+    def scope(self) -> Scope | None:
+        """The dispatch scope of this context (None: unscoped)."""
+        return self._scope
+
+    def plugin(
+        self,
+        plugin: Any,
+        config: Any = None,
+        *,
+        inject: tuple[str, ...] | list[str] = (),
+        isolate: Mapping[str, bool | str] | None = None,
+    ) -> Fiber:
+        """Register `plugin` as a child of this context's fiber; loading happens in the background.
+
+        `inject` adds required services; `isolate` maps a service name to True (a private realm)
+        or a label (a realm shared by every row with that label) for this fiber and its children.
+        """
+        name, declared = describe(plugin)
+        required = tuple(dict.fromkeys((*declared, *inject)))
+        parent = self._fiber
+        fiber = Fiber(self._root, parent, plugin, config, name, required)
+        realms = self._realms
+        if isolate:
+            realms = dict(realms)
+            for service, label in isolate.items():
+                if label is False:
+                    continue
+                realms[service] = self._root.realm(None if label is True else str(label))
+        fiber.ctx = self._derive(fiber, realms, self._injected.union(required), self._scope)
+        parent.check_active()
+        parent._children.append(fiber)
+        service_names.update(required)
+        for service in required:
+            self._root.dependents.setdefault(service, []).append(fiber)
+        self._root.schedule(fiber, True)
+        return fiber
+
+    async def settle(self) -> None:
+        """Wait until no fiber of this root is loading, unloading or scheduled to re-evaluate."""
+        await self._root.settle()
+
+    def scoped(self, scope: Scope) -> Context:
+        """A context of the same fiber whose listeners and dispatches carry `scope`."""
+        return self._derive(self._fiber, self._realms, self._injected, scope)
+
+    # -- effects -----------------------------------------------------------------------------
+
+    @overload
+    def effect(self, setup: Callable[[], Awaitable[EffectResult]]) -> Awaitable[Effect]: ...
+
+    @overload
+    def effect(self, setup: Callable[[], EffectResult]) -> Effect: ...
+
+    def effect(self, setup: Callable[[], Any]) -> Effect | Awaitable[Effect]:
+        """Run `setup()` now; what it returns (disposers, maybe awaited) becomes an effect.
+
+        Returns the effect (awaitable when `setup` is async); calling it undoes the effect now,
+        returning an awaitable when a disposer is async.
+        """
+        fiber = self._fiber
+        if fiber.state in (FiberState.DISPOSED, FiberState.UNLOADING):
+            raise FrameworkError("cannot create effect on inactive context")
+        result = setup()
+        if result is not None and hasattr(result, "__await__"):
+            return self._effect_later(result)
+        return fiber.add_effect(disposers_of(result))
+
+    async def _effect_later(self, pending: Awaitable[Any]) -> Effect:
+        disposers = disposers_of(await pending)
+        try:
+            return self._fiber.add_effect(disposers)
+        except FrameworkError:
+            undo = Effect(self._fiber, disposers).undo()
+            if undo is not None:
+                await undo
+            raise
+
+    # -- services ----------------------------------------------------------------------------
+
+    def provide(self, name: str, value: object) -> Effect:
+        """Provide service `name` as an effect of this context's fiber (see spec 01 §3)."""
+        realm = self._realm(name)
+        existing = realm.entries.get(name)
+        if existing is not None:
+            raise ServiceError(f'service "{name}" has been registered at {existing.fiber.name}')
+        fiber = self._fiber
+        root = self._root
+        entry = Entry(value, fiber)
+        record = (name, realm, entry)
+        service_names.add(name)
+
+        def setup() -> Callable[[], Awaitable[None]]:
+            realm.add(name, entry)
+            fiber._provided.append(record)
+            if fiber.state is FiberState.ACTIVE:
+                root.notify(name, realm)
+            return withdraw
+
+        async def withdraw() -> None:
+            await fiber._unload_dependents(record)
+            if record in fiber._provided:
+                fiber._provided.remove(record)
+            realm.remove(name, entry)
+            root.notify(name, realm)
+
+        return self.effect(setup)
+
+    def get(self, name: str) -> Any:
+        """The service `name` (a bound view for a Service) or None; does not require injection."""
+        realm = self._realm(name)
+        entry = realm.entries.get(name)
+        if entry is None:
+            return None
+        if entry.fiber.state is FiberState.ACTIVE or self._fiber.within(entry.fiber):
+            return self._view(realm, name)
+        return None
+
+    def container_for(self, name: str) -> DynamicContainer:
+        """The dependency-injector container of the realm where `name` resolves from here.
+
+        Tests may substitute a service:
+        `ctx.container_for("llm").llm.override(providers.Object(fake))`.
+        """
+        return self._realm(name).container
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in service_names:
+            raise AttributeError(f"'Context' object has no attribute '{name}'")
+        realm = self._realm(name)
+        entry = realm.entries.get(name)
+        fiber = self._fiber
+        if fiber.parent is None:
+            if entry is None:
+                raise AttributeError(f'service "{name}" is not provided')
+            return self._view(realm, name)
+        if entry is not None and fiber.within(entry.fiber):
+            return self._view(realm, name)
+        if name not in self._injected:
+            raise ServiceError(f'cannot get property "{name}" without inject')
+        if (
+            entry is None
+            or entry.fiber.state is not FiberState.ACTIVE
+            or fiber.state is FiberState.DISPOSED
+        ):
+            raise ServiceError(f'cannot get required service "{name}" in inactive context')
+        return self._view(realm, name)
+
+    def _realm(self, name: str) -> Realm:
+        return self._realms.get(name) or self._root.default_realm
+
+    def _view(self, realm: Realm, name: str) -> Any:
+        value = realm.value(name)
+        return value.bound(self) if isinstance(value, Service) else value
+
+    # -- events ------------------------------------------------------------------------------
+
+    def on(self, name: str, listener: Listener, *, prepend: bool = False) -> Callable[[], None]:
+        """Listen to `name` (appended, or first with `prepend`); returns the remover."""
+        bus = self._root.bus
+        scope = self._scope
+        effect = self.effect(lambda: bus.add(name, listener, scope, prepend))
+
+        def off() -> None:
+            effect()
+
+        return off
+
+    def emit(self, name: str, *args: Any) -> None:
+        """Call every listener synchronously; failures are logged, awaitables run in background."""
+        self._root.bus.emit(name, args, self._scope)
+
+    async def parallel(self, name: str, *args: Any) -> None:
+        """Run every listener concurrently; raise one failure as itself, several as a group."""
+        await self._root.bus.parallel(name, args, self._scope)
+
+    async def serial(self, name: str, *args: Any) -> Any:
+        """Await listeners in order; return the first result that is not None and not False."""
+        return await self._root.bus.serial(name, args, self._scope)
+
+    def bail(self, name: str, *args: Any) -> Any:
+        """Synchronous `serial`."""
+        return self._root.bus.bail(name, args, self._scope)
+
+    def waterfall(self, name: str, *args: Any, inner: Callable[[], Any]) -> Any:
+        """Middleware dispatch: the first listener is outermost, called `listener(*args, next)`."""
+        return self._root.bus.waterfall(name, args, self._scope, inner)

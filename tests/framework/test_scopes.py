@@ -1,0 +1,89 @@
+"""Scoped events: scoped listeners see their scope and descendants; unscoped ones see all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from framework import Context, Scope
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_scoped_listeners_see_only_their_scope_and_descendants() -> None:
+    heard: list[tuple[str, str]] = []
+    agent_x, agent_y = Scope(), Scope()
+    async with Context() as ctx:
+        x_ctx, y_ctx = ctx.scoped(agent_x), ctx.scoped(agent_y)
+        child_ctx = ctx.scoped(Scope(agent_x))
+        ctx.on("agent/pre-step", lambda who: heard.append(("global", who)))
+        x_ctx.on("agent/pre-step", lambda who: heard.append(("x", who)))
+        y_ctx.on("agent/pre-step", lambda who: heard.append(("y", who)))
+        x_ctx.emit("agent/pre-step", "X")
+        child_ctx.emit("agent/pre-step", "X-child")
+        y_ctx.emit("agent/pre-step", "Y")
+        ctx.emit("agent/pre-step", "none")
+    assert heard == [
+        ("global", "X"),
+        ("x", "X"),
+        ("global", "X-child"),
+        ("x", "X-child"),
+        ("global", "Y"),
+        ("y", "Y"),
+        ("global", "none"),
+    ]
+
+
+async def test_every_dispatch_mode_uses_the_calling_contexts_scope() -> None:
+    scope = Scope()
+    async with Context() as ctx:
+        scoped = ctx.scoped(scope)
+        scoped.on("q", lambda *args: "scoped")
+        assert ctx.bail("q") is None
+        assert scoped.bail("q") == "scoped"
+        assert await ctx.serial("q") is None
+        assert await scoped.serial("q") == "scoped"
+
+        def outer(nxt: Callable[[], Any]) -> Any:
+            return ("outer", nxt())
+
+        ctx.on("w", outer)
+        scoped.on("w", lambda nxt: ("scoped", nxt()))
+        assert ctx.waterfall("w", inner=lambda: "core") == ("outer", "core")
+        assert scoped.waterfall("w", inner=lambda: "core") == ("outer", ("scoped", "core"))
+        seen: list[str] = []
+        scoped.on("p", lambda: seen.append("scoped"))
+        await ctx.parallel("p")
+        await scoped.parallel("p")
+        assert seen == ["scoped"]
+
+
+async def test_scoped_context_belongs_to_the_callers_fiber() -> None:
+    scope = Scope()
+    holder: list[Context] = []
+
+    def agent(ctx: Context, config: object) -> None:
+        scoped = ctx.scoped(scope)
+        holder.append(scoped)
+        scoped.on("e", lambda: "agent")
+
+    async with Context() as ctx:
+        fiber = ctx.plugin(agent)
+        await fiber
+        assert holder[0].fiber is fiber
+        assert holder[0].scope is scope
+        assert holder[0].scoped(scope).bail("e") == "agent"
+        await fiber.dispose()
+        assert ctx.scoped(scope).bail("e") is None
+
+
+async def test_plugins_registered_through_a_scoped_context_inherit_its_scope() -> None:
+    scope = Scope()
+    async with Context() as ctx:
+        fiber = ctx.scoped(scope).plugin(lambda ctx, config: ctx.on("e", lambda: "child"))
+        await fiber
+        assert fiber.ctx.scope is scope
+        assert ctx.bail("e") is None
+        assert ctx.scoped(scope).bail("e") == "child"
