@@ -136,6 +136,9 @@ class Agent:
                     if not self._continues(reason):
                         break
                 turn, messages, signal = self._begin_turn()
+        except Exception as error:  # a broken session or listener: contain it, go idle
+            logger.error('agent "%s": driver failed: %s', self.id, error, exc_info=error)
+            self.ctx.emit("agent/error", AgentErrorEvent(self, error))
         finally:
             self._controller = None
             if self.status == "running":

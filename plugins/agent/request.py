@@ -92,7 +92,7 @@ async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal)
             "AgentOptions.model or supply both via the agent/request waterfall",
             "NO_ROUTE",
         )
-    llm = agent.service.llm
+    llm = agent.ctx.llm  # dispatches llm/stream in the agent's scope
     prepared: Any = None
     try:
         prepared = await llm.prepare_call(config, signal)

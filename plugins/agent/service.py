@@ -81,11 +81,6 @@ class AgentsService(Service):
         self._agents: dict[str, _Entry] = {}
 
     @property
-    def llm(self) -> Any:
-        """The llm service as the agents plugin sees it."""
-        return self.ctx.llm
-
-    @property
     def tools(self) -> Any:
         """The tools service as the agents plugin sees it."""
         return self.ctx.tools

@@ -42,6 +42,12 @@ async def test_agent_scoped_listeners_never_see_another_agents_events() -> None:
                 agent_ctx.on("tools/execute", executor(key))
                 agent_ctx.on("agent/status", lambda agent: seen[key].append(("status", agent.id)))
 
+                def stream(options: Any, next: Callable[[], Any]) -> Any:
+                    seen[key].append(("stream", options.session_id))
+                    return next()
+
+                agent_ctx.on("llm/stream", stream)
+
             return setup
 
         a = await ctx.agents.create("agent-a", setup=setup_for("a"))
@@ -54,6 +60,7 @@ async def test_agent_scoped_listeners_never_see_another_agents_events() -> None:
         assert {agent for _, agent in seen["b"]} == {"agent-b"}
         assert ("execute", "agent-a") in seen["a"]
         assert ("status", "agent-a") in seen["a"]
+        assert ("stream", "agent-a") in seen["a"]
         assert seen["global"] == [
             ("pre-step", "agent-a"),
             ("pre-step", "agent-a"),
