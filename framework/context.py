@@ -256,6 +256,11 @@ class Context:
 
         return off
 
+    def listeners(self, name: str) -> tuple[Listener, ...]:
+        """A snapshot of the listeners a dispatch of `name` from this context calls, outermost
+        first (for services that dispatch with their own policy)."""
+        return self._root.bus.listeners(name, self._scope)
+
     def emit(self, name: str, *args: Any) -> None:
         """Call every listener synchronously; failures are logged, awaitables run in background."""
         self._root.bus.emit(name, args, self._scope)

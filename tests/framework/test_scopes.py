@@ -87,3 +87,20 @@ async def test_plugins_registered_through_a_scoped_context_inherit_its_scope() -
         assert fiber.ctx.scope is scope
         assert ctx.bail("e") is None
         assert ctx.scoped(scope).bail("e") == "child"
+
+
+async def test_listeners_snapshot_follows_the_calling_scope() -> None:
+    scope = Scope()
+
+    def plain() -> None:
+        pass
+
+    def scoped_listener() -> None:
+        pass
+
+    async with Context() as ctx:
+        ctx.on("e", plain)
+        ctx.scoped(scope).on("e", scoped_listener, prepend=True)
+        assert ctx.listeners("e") == (plain,)
+        assert ctx.scoped(scope).listeners("e") == (scoped_listener, plain)
+        assert ctx.listeners("missing") == ()
