@@ -11,7 +11,7 @@ from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 
 import plugins.llm
-from framework import AbortController, AbortSignal, Context, FiberState
+from framework import AbortController, AbortSignal, Context, FiberState, FrameworkError, Scope
 from plugins.llm import (
     GenerateOptions,
     HarnessError,
@@ -143,6 +143,57 @@ async def test_listener_must_return_async_iterable() -> None:
         with pytest.raises(TypeError) as caught:
             llm.stream(options())
         assert str(caught.value) == "llm/stream listener must return an async iterable"
+
+
+async def test_inner_listener_must_return_async_iterable_too() -> None:
+    async with Context() as root:
+        llm = await mount(root)
+        root.on("llm/stream", lambda opts, next: next())
+        root.on("llm/stream", lambda opts, next: None)
+        with pytest.raises(TypeError) as caught:
+            llm.stream(options())
+        assert str(caught.value) == "llm/stream listener must return an async iterable"
+
+
+async def test_next_is_one_shot() -> None:
+    async with Context() as root:
+        llm = await mount(root)
+        llm.register_adapter("p", Adapter())
+
+        def twice(opts: GenerateOptions, next: Callable[[], Any]) -> Any:
+            next()
+            return next()
+
+        root.on("llm/stream", twice)
+        with pytest.raises(FrameworkError, match="called more than once"):
+            llm.stream(options())
+
+
+async def test_listener_order_and_scopes() -> None:
+    async with Context() as root:
+        llm = await mount(root)
+        llm.register_adapter("p", Adapter())
+        log: list[str] = []
+
+        def listener(label: str) -> Callable[[GenerateOptions, Callable[[], Any]], Any]:
+            def wrap(opts: GenerateOptions, next: Callable[[], Any]) -> Any:
+                log.append(f"{label}-in")
+                result = next()
+                log.append(f"{label}-out")
+                return result
+
+            return wrap
+
+        root.on("llm/stream", listener("A"))
+        root.on("llm/stream", listener("B"))
+        root.on("llm/stream", listener("P"), prepend=True)
+        scoped = root.scoped(Scope())
+        scoped.on("llm/stream", listener("S"))
+        assert await collect(llm.stream(options())) == TEXT
+        assert log == ["P-in", "A-in", "B-in", "B-out", "A-out", "P-out"]
+        log.clear()
+        await collect(scoped.llm.stream(options()))
+        assert log == ["P-in", "A-in", "B-in", "S-in", "S-out", "B-out", "A-out", "P-out"]
 
 
 async def test_vetoing_listener_skips_adapter() -> None:
