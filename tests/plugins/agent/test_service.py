@@ -10,6 +10,7 @@ from agent_helpers import stack, types
 
 import plugins.agent
 from framework import AbortController
+from framework.loader import boot
 from plugins.agent import AgentError, AgentOptions
 
 pytestmark = pytest.mark.anyio
@@ -226,4 +227,25 @@ async def test_splices_inside_a_seed_do_not_fill_the_inbox() -> None:
         handle = await ctx.agents.create("seeded", seed=seed)
         assert types(handle.agent.session) == ["agent/inbox/spliced", "session/end-seed"]
         assert not handle.agent.inbox.pending
+        await handle.dispose()
+
+
+async def test_the_entry_point_boots_from_a_manifest(tmp_path: Any) -> None:
+    manifest = tmp_path / "app.yml"
+    manifest.write_text(
+        "- name: dsh-session\n"
+        "- name: dsh-llm\n"
+        "- name: dsh-tools\n"
+        "- name: dsh-llm-replay\n"
+        "  config: {responses: [{text: booted}]}\n"
+        "- name: dsh-agent\n"
+        "  config: {provider: replay, model: replay, system: hello, max_parallel_tool_calls: 3}\n"
+    )
+    async with boot(manifest) as ctx:
+        assert ctx.agents.config.max_parallel_tool_calls == 3
+        handle = await ctx.agents.create("booted")
+        handle.agent.followup("hi")
+        await handle.agent.when_idle()
+        message = next(e for e in handle.agent.session.events if e["type"] == "assistant/message")
+        assert message["data"]["message"]["content"] == [{"type": "text", "text": "booted"}]
         await handle.dispose()
