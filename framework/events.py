@@ -50,9 +50,9 @@ class Bus:
 
     __slots__ = ("_slots", "spawn")
 
-    def __init__(self, spawn: Callable[[Any], None]) -> None:
+    def __init__(self, spawn: Callable[[str, Any], None]) -> None:
         self._slots: dict[str, _Slot] = {}
-        self.spawn = spawn  # runs an awaitable returned to `emit` in the background
+        self.spawn = spawn  # spawn(name, awaitable): awaits what a listener returned to `emit`
 
     def add(
         self, name: str, listener: Listener, scope: Scope | None, prepend: bool
@@ -95,7 +95,7 @@ class Bus:
                 logger.exception('listener of "%s" failed', name)
                 continue
             if result is not None and hasattr(result, "__await__"):
-                self.spawn(_contained(name, result))
+                self.spawn(name, result)
 
     async def parallel(self, name: str, args: tuple[Any, ...], scope: Scope | None) -> None:
         listeners = self.listeners(name, scope)
@@ -175,10 +175,3 @@ class Next:
             return self._inner()
         args = self._args
         return listeners[index](*args, Next(self._name, listeners, index, args, self._inner))
-
-
-async def _contained(name: str, awaitable: Any) -> None:
-    try:
-        await awaitable
-    except Exception:
-        logger.exception('listener of "%s" failed', name)

@@ -105,15 +105,26 @@ class Root:
         self.busy = 0
         self._idle: anyio.Event | None = None
 
-    def spawn(self, awaitable: Awaitable[Any]) -> None:
-        """Run an awaitable in the background of the root's task group."""
-        if self.tg is None:
-            raise FrameworkError("the root context is not entered")
+    def spawn(self, event: str, awaitable: Any) -> None:
+        """Await what a listener of `event` returned to `emit`, in the root's task group.
 
-        async def run() -> None:
-            await awaitable
+        Failures are logged; once the root has closed, the awaitable is dropped (and closed).
+        """
 
-        self.tg.start_soon(run)
+        async def contained() -> None:
+            try:
+                await awaitable
+            except Exception:
+                logger.exception('listener of "%s" failed', event)
+
+        try:
+            if self.tg is None:
+                raise RuntimeError("not entered")
+            self.tg.start_soon(contained)
+        except RuntimeError:
+            if hasattr(awaitable, "close"):
+                awaitable.close()
+            logger.error('listener of "%s": background work dropped, the root is closed', event)
 
     def realm(self, label: str | None) -> Realm:
         """A fresh private realm (None) or the shared realm of `label`."""
@@ -217,17 +228,21 @@ class Fiber:
             self._apply_scope.cancel()
         self._root.enter()
         try:
-            async with self._lock:
-                await self._release()
-                self.state = FiberState.UNLOADING
-                await self._teardown()
-                self.state = FiberState.DISPOSED
-                self._bound = {}
-                for name in self.inject:
-                    self._root.dependents[name].remove(self)
+            with anyio.CancelScope(shield=True):  # a half-done teardown would leak registrations
+                await self._dispose_locked()
         finally:
             self._root.leave()
             self._wake()
+
+    async def _dispose_locked(self) -> None:
+        async with self._lock:
+            await self._release()
+            self.state = FiberState.UNLOADING
+            await self._teardown()
+            self.state = FiberState.DISPOSED
+            self._bound = {}
+            for name in self.inject:
+                self._root.dependents[name].remove(self)
 
     def within(self, other: Fiber) -> bool:
         """Whether this fiber is `other` or one of its descendants."""

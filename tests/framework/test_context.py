@@ -147,3 +147,40 @@ async def test_settle_waits_for_chained_loading() -> None:
         ctx.plugin(provider)
         await ctx.settle()
         assert seen == ["consumer"]
+
+
+async def test_dispose_completes_even_when_the_caller_is_cancelled() -> None:
+    log: list[str] = []
+
+    def plugin(ctx: Context, config: object) -> object:
+        async def slow_disposer() -> None:
+            await anyio.sleep(0.01)
+            log.append("disposed")
+
+        return slow_disposer
+
+    async with Context() as ctx:
+        fiber = ctx.plugin(plugin)
+        await fiber
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await fiber.dispose()
+        assert log == ["disposed"]
+        assert fiber.state is FiberState.DISPOSED
+
+
+async def test_emit_after_the_root_closed_drops_async_work(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ran: list[str] = []
+
+    async def listener() -> None:
+        ran.append("ran")
+
+    async with Context() as ctx:
+        ctx.on("e", listener)
+        root = ctx
+    root._root.bus.add("e", listener, None, False)
+    root.emit("e")
+    assert ran == []
+    assert 'listener of "e": background work dropped, the root is closed' in caplog.text

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from dependency_injector import providers
 
@@ -343,3 +344,51 @@ async def test_realm_container_holds_one_provider_per_service() -> None:
         assert ctx.container_for("thing").thing() == 5
         await source.dispose()
         assert "thing" not in ctx.container_for("thing").providers
+
+
+async def test_duplicate_in_a_shared_labelled_realm_is_refused_but_not_across_realms() -> None:
+    async with Context() as ctx:
+        await ctx.plugin(provider("thing", 1, "root-provider"))
+        await ctx.plugin(provider("thing", 2, "grp-provider"), isolate={"thing": "grp"})
+        again = ctx.plugin(provider("thing", 3, "again"), isolate={"thing": "grp"})
+        with pytest.raises(ServiceError, match='"thing" has been registered at grp-provider'):
+            await again
+        assert ctx.thing == 1
+
+
+async def test_provider_reads_its_own_service_while_loading() -> None:
+    seen: list[Any] = []
+
+    async def source(ctx: Context, config: object) -> None:
+        ctx.provide("thing", "mine")
+        seen.append(ctx.thing)
+
+    def onlooker(ctx: Context, config: object) -> None:
+        seen.append(ctx.get("thing"))
+
+    async with Context() as ctx:
+        gate = anyio.Event()
+
+        async def slow_source(ctx: Context, config: object) -> None:
+            await source(ctx, config)
+            await gate.wait()
+
+        fiber = ctx.plugin(slow_source)
+        with anyio.fail_after(1):
+            while not seen:
+                await anyio.lowlevel.checkpoint()
+        await ctx.plugin(onlooker)
+        gate.set()
+        await fiber
+        await ctx.plugin(onlooker)
+    assert seen == ["mine", None, "mine"]
+
+
+async def test_reading_after_the_reader_is_disposed_is_an_inactive_error() -> None:
+    async with Context() as ctx:
+        await ctx.plugin(provider("thing", 1))
+        reader = ctx.plugin(consumer("thing"))
+        await reader
+        await reader.dispose()
+        with pytest.raises(ServiceError, match="in inactive context"):
+            reader.ctx.thing  # noqa: B018
