@@ -147,10 +147,15 @@ class Agent:
             self._idle.set()
 
     def _continues(self, reason: Mapping[str, Any]) -> bool:
-        """After a turn: go on while work is pending, unless it failed and nobody sent since."""
+        """After a turn: go on while work is pending. After an error, pending items wait for a
+        waking send; after a disposal, nothing runs unless a send came first (a latch)."""
         if not self.inbox.pending:
             return False
-        return self._wake_requested or reason["kind"] not in ("error", "aborted")
+        if self._wake_requested:
+            return True
+        if reason["kind"] == "error":
+            return False
+        return bool(reason["kind"] != "aborted" or reason["reason"] != DISPOSED)
 
     async def _checkpoint(self) -> None:
         """The idle checkpoint: make the last `turn/end` durable before going idle."""
