@@ -502,11 +502,7 @@ class JsonlBackend:
         """Create the log: header + first batch in a private temp file, linked into place."""
         io = self._io
         existing = self._lookup(session_id)
-        if existing == path:
-            raise SessionPersistenceError(
-                f'session "{session_id}" already has a persisted log at "{path}"'
-            )
-        if existing is not None:
+        if existing is not None and existing != path:
             raise SessionPersistenceError(
                 f'session "{session_id}" is already stored under another project directory: '
                 f'"{existing}"'
@@ -515,6 +511,10 @@ class JsonlBackend:
         self._make_dirs(directory)
         transient = self._lock_for_write(session_id, directory)
         try:
+            if os.path.lexists(path):
+                raise SessionPersistenceError(
+                    f'session "{session_id}" already has a persisted log at "{path}"'
+                )
             header = header_line(meta)
             content = (
                 (frames.compress_frame(header) + batch)
@@ -536,7 +536,11 @@ class JsonlBackend:
                         f'session "{session_id}" already has a persisted log at "{path}" '
                         "(another writer created it first)"
                     ) from None
-                io.fsync_dir(directory)
+                try:
+                    io.fsync_dir(directory)
+                except Exception as error:
+                    self._unlink_created(path, error)
+                    raise
             finally:
                 try:
                     io.unlink(temp)
@@ -546,6 +550,15 @@ class JsonlBackend:
         finally:
             if transient is not None:
                 transient.release()
+
+    def _unlink_created(self, path: str, error: Exception) -> None:
+        """Undo a link whose directory entry could not be made durable."""
+        try:
+            self._io.unlink(path)
+        except Exception as failure:
+            raise ExceptionGroup(
+                f'failed to roll back creation of "{path}"', [error, failure]
+            ) from None
 
     def _make_dirs(self, directory: str) -> None:
         """Create the missing directories of `directory` (0700), fsyncing each parent."""

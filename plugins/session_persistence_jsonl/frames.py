@@ -14,9 +14,18 @@ from typing import Final
 
 import zstandard
 
-__all__ = ["Frame", "FrameError", "compress_frame", "decompress_frame", "decompress_torn", "scan"]
+__all__ = [
+    "MAGIC",
+    "Frame",
+    "FrameError",
+    "compress_frame",
+    "decompress_frame",
+    "decompress_torn",
+    "scan",
+]
 
-_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+#: The frame magic number 0xFD2FB528, little-endian.
+MAGIC: Final = b"\x28\xb5\x2f\xfd"
 _FCS_BYTES: Final = (0, 2, 4, 8)
 _DICT_BYTES: Final = (0, 1, 2, 4)
 _LEVEL: Final = 3
@@ -49,11 +58,11 @@ def scan(data: bytes | memoryview, *, limit: int | None = None) -> list[Frame]:
         start = pos
         number = len(frames) + 1
         if size - pos < 5:
-            if bytes(data[pos:]) != _MAGIC[: size - pos]:
+            if bytes(data[pos:]) != MAGIC[: size - pos]:
                 raise FrameError(f"frame {number} at byte {start} has a bad magic number")
             frames.append(Frame(start, size, False))
             break
-        if bytes(data[pos : pos + 4]) != _MAGIC:
+        if bytes(data[pos : pos + 4]) != MAGIC:
             raise FrameError(f"frame {number} at byte {start} has a bad magic number")
         descriptor = data[pos + 4]
         if descriptor & 0x08:

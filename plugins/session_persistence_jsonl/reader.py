@@ -203,6 +203,7 @@ def scan_zstd(data: bytes) -> LogScan:
                     "corrupt Zstandard session log: complete frame contains a torn JSONL record"
                 )
         else:
+            _refuse_swallowed_frames(view, frame, number)
             text = frames.decompress_torn(view[frame.start : frame.end])
         before = len(lines.events)
         parts = text.split(b"\n")
@@ -215,6 +216,35 @@ def scan_zstd(data: bytes) -> LogScan:
         return LogScan(header, lines.events, None)
     start, before = cut
     return LogScan(header, lines.events, TornMarker(start, lines.events[before:], len(data)))
+
+
+def _refuse_swallowed_frames(view: memoryview, frame: frames.Frame, number: int) -> None:
+    """A torn frame is the last batch, cut short. If complete frames holding a `turn/end` follow
+    inside its byte range, damage to its block sizes made it swallow committed batches."""
+    data = bytes(view[frame.start : frame.end])
+    at = data.find(frames.MAGIC, 1)
+    while at >= 0:
+        try:
+            later = [f for f in frames.scan(data[at:]) if f.complete]
+            texts = [frames.decompress_frame(data[at + f.start : at + f.end]) for f in later]
+        except (frames.FrameError, zstandard.ZstdError):
+            texts = []
+        for text in texts:
+            for line in text.split(b"\n")[:-1]:
+                if _holds_turn_end(line):
+                    raise _corrupt(
+                        f"corrupt Zstandard session log: frame {number} at byte {frame.start} "
+                        f"runs into a later complete frame at byte {frame.start + at}"
+                    )
+        at = data.find(frames.MAGIC, at + 1)
+
+
+def _holds_turn_end(line: bytes) -> bool:
+    try:
+        record = loads(line.decode("utf-8"))
+        return type(record) is dict and record.get("type") == "turn/end"
+    except ValueError:
+        return False
 
 
 def _decompress(view: memoryview, frame: frames.Frame, number: int) -> bytes:
