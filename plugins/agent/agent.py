@@ -88,6 +88,12 @@ class Agent:
         if self._controller is not None:
             self._controller.abort(dict(cause))
 
+    async def stop(self) -> None:
+        """Cancel for good (`disposed`, inbox cleared) and wait until the driver is idle."""
+        self.cancel(DISPOSED)
+        self.status = "disposed"
+        await self._idle.wait()
+
     async def when_idle(self) -> None:
         """Wait until the driver is idle (its last `turn/end` durable when `flush_on_idle`)."""
         await self._idle.wait()

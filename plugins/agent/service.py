@@ -17,7 +17,7 @@ from framework.signal import timer_group
 
 from .agent import Agent
 from .errors import AgentError
-from .hooks import DISPOSED, PARENT, SessionStart
+from .hooks import PARENT, SessionStart
 from .options import AgentOptions, Config
 
 if TYPE_CHECKING:
@@ -174,8 +174,11 @@ class AgentsService(Service):
             agent = box[0]
             if agent.id in self._agents:
                 raise AgentError(f'agent "{agent.id}" is already registered', "DUPLICATE_AGENT")
-            self.sessions.enter(session)
-            self.sessions.announce(session)
+            # Entered through the agent's context: the session entry is an effect of the agent's
+            # fiber, undone after the guard below has stopped the driver.
+            agent.ctx.sessions.enter(session)
+            agent.ctx.sessions.announce(session)
+            agent.ctx.effect(lambda: agent.stop)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await fiber.dispose()
@@ -218,13 +221,10 @@ class _Entry:
             # Drop the owner's undo record without running it (this is that undo).
             self.owner.disposers.clear()
             self.owner()
-        agent.cancel(DISPOSED)
-        agent.status = "disposed"
-        await agent.when_idle()
+        await agent.stop()
         await self.fiber.dispose()
         agent.ctx.emit("agent/disposed", agent)
         self.service._agents.pop(agent.id, None)
-        self.service.sessions.dispose(agent.session)
 
 
 def host_group() -> TaskGroup:

@@ -105,7 +105,7 @@ async def test_dispose_cancels_waits_unwinds_and_detaches() -> None:
             "turn": 1,
             "reason": {"kind": "aborted", "reason": {"kind": "disposed"}},
         }
-        assert seen == ["s", "s", "disposed disposed", "session/disposed bye"]
+        assert seen == ["s", "s", "session/disposed bye", "disposed disposed"]
         assert ctx.agents.get("bye") is None
         await handle.dispose()  # idempotent
         assert seen.count("disposed disposed") == 1
@@ -176,11 +176,31 @@ async def test_disposing_the_owner_or_the_service_disposes_its_agents() -> None:
         assert agent.status == "disposed"
         assert ctx.sessions.get("owned") is None
 
+        reached = anyio.Event()
+
+        def hang(options: Any, next: Any) -> Any:
+            async def stream() -> Any:
+                reached.set()
+                await anyio.sleep_forever()
+                yield {}  # pragma: no cover
+
+            return stream()
+
+        ctx.on("llm/stream", hang)
+        detached: list[str] = []
+        ctx.on("session/disposed", lambda session: detached.append(session.events[-1]["type"]))
         other = await ctx.agents.create("service-owned")
+        other.agent.followup("busy")
+        await reached.wait()
         service_fiber = ctx.get("agents").ctx.fiber
         await service_fiber.dispose()
         assert other.agent.status == "disposed"
         assert ctx.sessions.get("service-owned") is None
+        assert detached == ["turn/end"]  # the driver stopped before the session was detached
+        assert other.agent.session.events[-1]["data"]["reason"] == {
+            "kind": "aborted",
+            "reason": {"kind": "disposed"},
+        }
 
 
 async def test_default_options_come_from_config_and_presets() -> None:
