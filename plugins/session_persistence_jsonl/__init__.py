@@ -7,11 +7,14 @@ and packed chunk rows.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 from pydantic import Field
 
-from plugins.session_persistence.config import Config as PersistenceConfig
+from framework import Context
+from plugins.session_persistence import Config as PersistenceConfig
+from plugins.session_persistence import mount_persistence
 
 from .backend import Compression, JsonlBackend
 from .fileops import FileOps
@@ -22,6 +25,7 @@ __all__ = [
     "Config",
     "FileOps",
     "JsonlBackend",
+    "apply",
     "default_root",
     "inject",
     "name",
@@ -51,3 +55,8 @@ class Config(PersistenceConfig):
             compression=self.compression,
             pack_chunks=self.pack_chunks,
         )
+
+
+async def apply(ctx: Context, config: Config) -> Callable[[], Awaitable[None]]:
+    """Provide `sessionPersistence` over a `JsonlBackend`; the disposer drains and unlocks."""
+    return await mount_persistence(ctx, config.backend(), config)

@@ -103,7 +103,7 @@ class JsonlBackend:
     write path's OS calls (fault injection in tests).
     """
 
-    name: Final = "session-persistence-jsonl"
+    name: str = "session-persistence-jsonl"
 
     def __init__(
         self,
