@@ -15,7 +15,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -28,12 +28,13 @@ import plugins.llm_replay
 import plugins.session
 import plugins.session_persistence_jsonl
 import plugins.tools
-from benchmarks.harness import Series, alternate, alternate_async, report, row
+from benchmarks.harness import Series, alternate, report, row
 from framework import Context
 from plugins.tools import Tool
 
 ROUNDS = 200
 WARMUP = 10
+PER_SESSION = 25
 SCRIPT = [
     {"tool_calls": [{"id": "lookup-1", "name": "lookup", "arguments": {"key": "k"}}]},
     {"text": "The value is 42."},
@@ -75,8 +76,8 @@ async def lookup(args: Any, exec: Any) -> Any:
 
 
 @asynccontextmanager
-async def mounted(root: Path, policy: Any) -> AsyncIterator[Any]:
-    """A stack with one agent whose replay script covers every round."""
+async def mounted(root: Path, policy: Any) -> AsyncIterator[Context]:
+    """The stack: sessions, llm + replay, tools (`lookup`), JSONL raw, the policy if given."""
     async with Context() as ctx:
         await ctx.plugin(plugins.session)
         await ctx.plugin(plugins.llm)
@@ -84,7 +85,7 @@ async def mounted(root: Path, policy: Any) -> AsyncIterator[Any]:
         await ctx.plugin(
             plugins.session_persistence_jsonl, {"root": str(root), "compression": "none"}
         )
-        await ctx.plugin(plugins.llm_replay, {"responses": SCRIPT * (ROUNDS + WARMUP + 1)})
+        await ctx.plugin(plugins.llm_replay, {"responses": SCRIPT * (PER_SESSION + 1)})
         if policy is not None:
             await ctx.plugin(policy)
         await ctx.plugin(plugins.agent, {"provider": "replay", "model": "replay"})
@@ -96,22 +97,41 @@ async def mounted(root: Path, policy: Any) -> AsyncIterator[Any]:
                 execute=lookup,
             )
         )
-        handle = await ctx.agents.create("p8", meta={"cwd": str(root)})
-        yield handle.agent
-        await handle.dispose()
+        yield ctx
 
 
-def turn_case(
-    agent: Any, fsyncs: list[int], counter: FsyncCounter
-) -> Callable[[], Awaitable[object]]:
-    async def run() -> object:
-        before = counter.count
+class Case:
+    """One stack; its agent is replaced every `PER_SESSION` turns so history stays short."""
+
+    def __init__(self, name: str, ctx: Context, root: Path, counter: FsyncCounter) -> None:
+        self.series = Series(name)
+        self.fsyncs: list[int] = []
+        self._ctx = ctx
+        self._root = root
+        self._counter = counter
+        self._handle: Any = None
+        self._sessions = 0
+
+    async def fresh(self) -> None:
+        """A new session (its log materialized by one untimed turn)."""
+        if self._handle is not None:
+            await self._handle.dispose()
+        self._sessions += 1
+        self._handle = await self._ctx.agents.create(
+            f"p8-{self._sessions}", meta={"cwd": str(self._root)}
+        )
+        await self.turn(record=False)
+
+    async def turn(self, *, record: bool = True) -> None:
+        agent = self._handle.agent
+        before = self._counter.count
+        start = time.perf_counter()
         agent.followup("What is the value of k?")
         await agent.when_idle()
-        fsyncs.append(counter.count - before)
-        return None
-
-    return run
+        elapsed = time.perf_counter() - start
+        if record:
+            self.series.samples.append(elapsed)
+            self.fsyncs.append(self._counter.count - before)
 
 
 def fsync_floor(directory: str, rounds: int) -> Series:
@@ -132,36 +152,34 @@ def fsync_floor(directory: str, rounds: int) -> Series:
 
 async def measure(directory: str) -> None:
     policy = load_policy()
+    counter = FsyncCounter()
     async with AsyncExitStack() as stack:
-        base = await stack.enter_async_context(mounted(Path(directory) / "base", None))
-        with FsyncCounter() as counter:
-            fsyncs: dict[str, list[int]] = {"without policy": [], "with policy": []}
-            cases = {"without policy": turn_case(base, fsyncs["without policy"], counter)}
-            if policy is not None:
-                checked = await stack.enter_async_context(
-                    mounted(Path(directory) / "policy", policy)
-                )
-                cases["with policy"] = turn_case(checked, fsyncs["with policy"], counter)
-            await alternate_async(cases, WARMUP)
-            for values in fsyncs.values():
-                values.clear()
-            series = await alternate_async(cases, ROUNDS)
+        cases = []
+        for name, plugin in (("without policy", None), ("with policy", policy)):
+            if name == "with policy" and plugin is None:
+                continue
+            root = Path(directory) / name.replace(" ", "-")
+            ctx = await stack.enter_async_context(mounted(root, plugin))
+            cases.append(Case(name, ctx, root, counter))
+        with counter:
+            for index in range(WARMUP + ROUNDS):
+                if index % PER_SESSION == 0:
+                    for case in cases:
+                        await case.fresh()
+                for case in cases:
+                    await case.turn(record=index >= WARMUP)
     floor = fsync_floor(directory, ROUNDS)
-    baseline = series["without policy"]
-    rows = [row(baseline, note=f"fsyncs/turn {statistics.median(fsyncs['without policy'])}")]
+    base = cases[0]
+    rows = [row(base.series, note=f"fsyncs/turn {statistics.median(base.fsyncs)}")]
     extra: dict[str, object] = {"fsync_floor_median_us": floor.median * 1e6}
-    if "with policy" in series:
-        checked_series = series["with policy"]
-        extra_fsyncs = statistics.median(fsyncs["with policy"]) - statistics.median(
-            fsyncs["without policy"]
-        )
-        difference = checked_series.median - baseline.median
+    if len(cases) > 1:
+        checked = cases[1]
+        extra_fsyncs = statistics.median(checked.fsyncs) - statistics.median(base.fsyncs)
+        difference = checked.series.median - base.series.median
         bound = 1.5 * extra_fsyncs * floor.median
         rows.append(
             row(
-                checked_series,
-                baseline,
-                note=f"fsyncs/turn {statistics.median(fsyncs['with policy'])}",
+                checked.series, base.series, note=f"fsyncs/turn {statistics.median(checked.fsyncs)}"
             )
         )
         extra.update(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from plugins.llm import GenerateOptions, LlmError
-from plugins.session.messages import derive_messages
+from plugins.session.messages import message_of
 
 from .errors import AgentError
 from .hooks import AgentRequest
@@ -129,7 +129,7 @@ async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal)
     options = GenerateOptions(
         provider=config["provider"],
         model=config["model"],
-        messages=derive_messages(session.events),
+        messages=[message_of(session.events[seq]) for seq in session.surface.nodes],
         system=agent.options.system,
         tools=list(tools) or None,
         reasoning_effort=config.get("reasoningEffort"),
