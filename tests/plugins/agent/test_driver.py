@@ -10,7 +10,7 @@ import pytest
 from agent_helpers import call, stack, tool, types
 
 from plugins.agent import AgentOptions, Reject, Retry
-from plugins.llm import chunks
+from plugins.llm import ModelInfo, chunks
 
 pytestmark = pytest.mark.anyio
 
@@ -457,4 +457,56 @@ async def test_a_failing_idle_checkpoint_is_reported_and_the_agent_still_idles()
         assert flushed == ["turn/end"]
         assert errors == ["disk unavailable"]
         assert handle.agent.status == "idle"
+        await handle.dispose()
+
+
+class DefaultsAdapter:
+    """A route whose model fills `maxTokens` and `reasoningEffort` by default."""
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+
+    async def resolve_model(self, provider: str, model: str, signal: Any) -> ModelInfo:
+        return ModelInfo(
+            context_window=1000, default_max_tokens=64, default_reasoning_effort="medium"
+        )
+
+    async def stream(self, options: Any) -> AsyncIterator[dict[str, Any]]:
+        self.requests.append(options)
+        yield chunks.block_start(0, "text")
+        yield chunks.text_delta(0, "ok")
+        yield chunks.finish(chunks.stop_reason("stop"))
+
+
+async def test_adapter_defaults_are_flagged_and_not_carried_as_explicit_config() -> None:
+    adapter = DefaultsAdapter()
+    async with stack([]) as ctx:
+        ctx.llm.register_adapter("defaults", adapter)
+        handle = await ctx.agents.create(
+            "defaults", agent_options=AgentOptions(provider="defaults", model="m")
+        )
+        agent = handle.agent
+        for text in ("one", "two"):
+            agent.followup(text)
+            await agent.when_idle()
+        headers = [e["data"] for e in agent.session.events if e["type"] == "request/header"]
+        assert headers == [
+            {
+                "header": {
+                    "config": {
+                        "provider": "defaults",
+                        "model": "m",
+                        "maxTokens": 64,
+                        "reasoningEffort": "medium",
+                    },
+                    "adapterDefaults": {"reasoningEffort": True, "maxTokens": True},
+                    "tools": [],
+                },
+                "reason": "initial",
+            }
+        ]
+        assert [(r.max_tokens, r.reasoning_effort) for r in adapter.requests] == [
+            (64, "medium"),
+            (64, "medium"),
+        ]
         await handle.dispose()

@@ -140,3 +140,29 @@ async def test_resume_needs_a_persistence_backend() -> None:
     async with stack([]) as ctx:
         with pytest.raises(AgentError, match='cannot resume session "x": no sessionPersistence'):
             await ctx.agents.resume("x")
+
+
+async def test_a_resumed_agent_keeps_an_explicit_reasoning_effort_of_the_same_route(
+    tmp_path: Path,
+) -> None:
+    async def effort(payload: Any, next: Any) -> Any:
+        return {**(await next()), "reasoningEffort": "high"}
+
+    meta = {"cwd": str(tmp_path)}
+    async with stack([{"text": "one"}], root=tmp_path) as ctx:
+        handle = await ctx.agents.create(
+            "effort", meta=meta, setup=lambda agent_ctx: agent_ctx.on("agent/request", effort)
+        )
+        handle.agent.followup("first")
+        await handle.agent.when_idle()
+        await handle.dispose()
+    for model, expected in (("replay-1", "high"), ("other", None)):
+        async with stack([{"text": "two"}], root=tmp_path) as ctx:
+            options = AgentOptions(provider="replay", model=model)
+            handle = await ctx.agents.resume("effort", agent_options=options)
+            handle.agent.followup("again")
+            await handle.agent.when_idle()
+            header = [e for e in handle.agent.session.events if e["type"] == "request/header"][-1]
+            assert header["data"]["reason"] == "resume"
+            assert header["data"]["header"]["config"].get("reasoningEffort") == expected
+            await handle.dispose()
