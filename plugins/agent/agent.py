@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from framework import AbortController
+from framework import AbortController, AbortSignal
 
 from .hooks import DISPOSED, USER, AgentErrorEvent, CancelCause, InboxChange
 from .inbox import Inbox, Message, Target
@@ -17,6 +17,7 @@ from .turn import run_turn
 
 if TYPE_CHECKING:
     from framework import Context
+    from plugins.session import Session
 
     from .options import AgentOptions
     from .service import AgentsService
@@ -39,7 +40,7 @@ class Agent:
     def __init__(
         self,
         service: AgentsService,
-        session: Any,
+        session: Session,
         options: AgentOptions,
         ctx: Context,
     ) -> None:
@@ -60,8 +61,7 @@ class Agent:
     @property
     def id(self) -> str:
         """The agent's id: its session's id."""
-        session_id: str = self.session.id
-        return session_id
+        return self.session.id
 
     def __repr__(self) -> str:
         return f"<Agent {self.id!r} {self.status}>"
@@ -125,7 +125,7 @@ class Agent:
         turn, messages, signal = self._begin_turn()
         self.service.spawn(self._drive, turn, messages, signal)
 
-    def _begin_turn(self) -> tuple[int, list[Message], Any]:
+    def _begin_turn(self) -> tuple[int, list[Message], AbortSignal]:
         controller = self._controller = AbortController()
         self._wake_requested = False
         self._last_turn += 1
@@ -133,7 +133,7 @@ class Agent:
         self.session.append("turn/start", {"turn": turn})
         return turn, self.inbox.claim("next-turn"), controller.signal
 
-    async def _drive(self, turn: int, messages: list[Message], signal: Any) -> None:
+    async def _drive(self, turn: int, messages: list[Message], signal: AbortSignal) -> None:
         try:
             while True:
                 reason = await run_turn(self, turn, messages, signal)
@@ -182,7 +182,7 @@ class Agent:
         self.ctx.emit(name, InboxChange(self, target, messages))
 
 
-def _last_turn(events: Any) -> int:
+def _last_turn(events: list[dict[str, Any]]) -> int:
     for event in reversed(events):
         if event["type"] == "turn/start":
             turn: int = event["data"]["turn"]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from framework.signal import AbortSignal
+    from plugins.llm import RetryPolicy
 
     from .agent import Agent
 
@@ -71,7 +72,7 @@ class RequestFailed:
     step: int
     provider: str
     failure: dict[str, Any]
-    retry_policy: Any
+    retry_policy: RetryPolicy | None
     signal: AbortSignal
 
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from plugins.llm import GenerateOptions, LlmError
+from plugins.llm import GenerateOptions, LlmError, PreparedCall, RetryPolicy, StreamChunk
 from plugins.session.messages import message_of
 
 from .errors import AgentError
@@ -32,14 +32,15 @@ class Request:
     """One prepared model request of a step."""
 
     options: GenerateOptions
-    retry_policy: Any
-    stream: Callable[[], AsyncIterable[dict[str, Any]]]
+    retry_policy: RetryPolicy | None
+    stream: Callable[[], AsyncIterable[StreamChunk]]
 
 
 class RequestState:
     """What the loop remembers between requests: the last header and context in the log."""
 
     def __init__(self, events: Sequence[Mapping[str, Any]]) -> None:
+        #: True until this agent object's first request (whose header is always written).
         self.first = True
         self.header: dict[str, Any] | None = None
         self.context: dict[str, Any] | None = None
@@ -64,13 +65,14 @@ class RequestState:
             config["model"] = options.model
         if options.max_tokens is not None:
             config["maxTokens"] = options.max_tokens
-        previous = self.header["config"] if self.header is not None else None
+        if self.header is None:
+            return config
+        previous = self.header["config"]
         if (
-            previous is not None
-            and previous.get("provider") == config.get("provider")
+            previous.get("provider") == config.get("provider")
             and previous.get("model") == config.get("model")
             and "reasoningEffort" in previous
-            and not (self.header or {}).get("adapterDefaults", {}).get("reasoningEffort")
+            and not self.header.get("adapterDefaults", {}).get("reasoningEffort")
         ):
             config["reasoningEffort"] = previous["reasoningEffort"]
         return config
@@ -93,22 +95,24 @@ async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal)
             "NO_ROUTE",
         )
     llm = agent.ctx.llm  # dispatches llm/stream in the agent's scope
-    prepared: Any = None
+    prepared: PreparedCall | None = None
     try:
         prepared = await llm.prepare_call(config, signal)
     except LlmError as error:
         if error.code != NO_ADAPTER:
             raise
-    if prepared is not None:
-        config = dict(prepared.config)
-    tools = agent.service.tools.schemas(agent)
+    context: dict[str, Any] = {"provider": provider, "model": model}
     header: dict[str, Any] = {"config": config}
-    defaults = prepared.adapter_defaults if prepared is not None else None
-    if defaults:
-        header["adapterDefaults"] = dict(defaults)
+    if prepared is not None:
+        header["config"] = config = dict(prepared.config)
+        if prepared.adapter_defaults:
+            header["adapterDefaults"] = dict(prepared.adapter_defaults)
+        if prepared.context is not None:
+            context = dict(prepared.context)
     if agent.options.system is not None:
         header["system"] = agent.options.system
-    header["tools"] = list(tools)
+    tools = agent.service.tools.schemas(agent)
+    header["tools"] = tools
 
     session = agent.session
     if state.first:
@@ -119,10 +123,6 @@ async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal)
     if reason is not None:
         event = session.append("request/header", {"header": header, "reason": reason})
         state.header = event["data"]["header"]
-    context: dict[str, Any] = {"provider": config["provider"], "model": config["model"]}
-    window = _context_window(prepared)
-    if window is not None:
-        context["contextWindow"] = window
     if context != state.context:
         state.context = session.append("request/context", context)["data"]
 
@@ -131,7 +131,7 @@ async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal)
         model=config["model"],
         messages=[message_of(session.events[seq]) for seq in session.surface.nodes],
         system=agent.options.system,
-        tools=list(tools) or None,
+        tools=tools or None,
         reasoning_effort=config.get("reasoningEffort"),
         temperature=config.get("temperature"),
         max_tokens=config.get("maxTokens"),
@@ -140,21 +140,6 @@ async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal)
         session_id=agent.id,
         idempotency_key=f"{agent.id}:{turn}:{step}",
     )
-    start: Callable[[GenerateOptions], Any] = (
-        prepared.stream if prepared is not None else llm.stream
-    )
-    return Request(
-        options,
-        prepared.retry_policy if prepared is not None else None,
-        lambda: start(options),
-    )
-
-
-def _context_window(prepared: Any) -> int | None:
-    if prepared is None:
-        return None
-    context = getattr(prepared, "context", None)
-    if isinstance(context, Mapping):
-        window = context.get("contextWindow")
-        return window if isinstance(window, int) else None
-    return getattr(context, "context_window", None)
+    if prepared is None:  # the stream reports the missing adapter as its finish chunk
+        return Request(options, None, lambda: llm.stream(options))
+    return Request(options, prepared.retry_policy, lambda: prepared.stream(options))

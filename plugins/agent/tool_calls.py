@@ -29,13 +29,14 @@ if TYPE_CHECKING:
 class _Call:
     """One tool-call block on its way to a committed `tool/result`."""
 
-    __slots__ = ("arguments", "block", "call_seq", "prepared", "settled")
+    __slots__ = ("arguments", "block", "settled", "started")
 
     def __init__(self, block: Mapping[str, Any]) -> None:
         self.block = block
         self.arguments = parse_arguments(block.get("arguments", ""))
-        self.call_seq: int | None = None
-        self.prepared: PreparedCall | None = None
+        #: The `tool/call` seq and the prepared call, once the call has started.
+        self.started: tuple[int, PreparedCall] | None = None
+        #: Set when the call's dispatch is over, or when it will never start.
         self.settled = anyio.Event()
 
 
@@ -105,8 +106,8 @@ async def _run_group(
                 for unstarted in group[position:]:
                     unstarted.settled.set()
                 return
-            call.call_seq = _append_call(agent, turn, step, call)
-            prepared = call.prepared = await scheduler.prepare(
+            call_seq = _append_call(agent, turn, step, call)
+            prepared = await scheduler.prepare(
                 ToolExecutionInput(
                     call_id=call.block["id"],
                     name=call.block["name"],
@@ -115,19 +116,21 @@ async def _run_group(
                     agent=agent,
                 )
             )
+            call.started = (call_seq, prepared)
             tg.start_soon(dispatch, call, prepared)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(start_all, tg)
         for call in group:
             await call.settled.wait()
-            if call.prepared is None:
-                call.call_seq = _append_call(agent, turn, step, call)
-                _append_result(agent, turn, step, call, aborted_before_dispatch_result())
+            if call.started is None:
+                call_seq = _append_call(agent, turn, step, call)
+                _append_result(agent, turn, step, call, call_seq, aborted_before_dispatch_result())
                 continue
-            await scheduler.finalize(call.prepared)
-            result = await scheduler.finish(call.prepared)
-            _append_result(agent, turn, step, call, result)
+            call_seq, prepared = call.started
+            await scheduler.finalize(prepared)
+            result = await scheduler.finish(prepared)
+            _append_result(agent, turn, step, call, call_seq, result)
             for context in result.additional_contexts:
                 agent.inject(context)
             concluded = concluded or result.concludes_turn
@@ -151,7 +154,7 @@ def _append_call(agent: Agent, turn: int, step: int, call: _Call) -> int:
 
 
 def _append_result(
-    agent: Agent, turn: int, step: int, call: _Call, result: ToolExecutionResult
+    agent: Agent, turn: int, step: int, call: _Call, call_seq: int, result: ToolExecutionResult
 ) -> None:
     data: dict[str, Any] = {
         "turn": turn,
@@ -162,6 +165,4 @@ def _append_result(
         data["error"] = dict(result.error.info)
     if result.meta is not None:
         data["meta"] = result.meta
-    agent.session.append(
-        "tool/result", data, surface_op="append", source_event_seqs=[call.call_seq]
-    )
+    agent.session.append("tool/result", data, surface_op="append", source_event_seqs=[call_seq])
