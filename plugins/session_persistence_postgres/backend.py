@@ -1,0 +1,455 @@
+"""The PostgreSQL storage engine (spec 02 §8): one row per session and one row per event.
+
+Every write is one transaction: the session row is locked `FOR UPDATE` (or, for the first batch,
+inserted with `ON CONFLICT DO NOTHING`), the writer lock and the stale-writer check are verified,
+the events go in with one `INSERT ... SELECT FROM unnest(...)`, `next_seq` and `revision`
+advance, COMMIT (`synchronous_commit = on`: durable on return).
+
+Writer exclusion: a live session's advisory lock (key: `lock_key(id)`) is held with
+`pg_try_advisory_lock` on one dedicated connection outside the pool, so the server frees it when
+this process dies; the `dsh_session_owners` row names the holder for `SessionLockedError`. A
+write for an id this instance does not hold takes `pg_try_advisory_xact_lock` inside its own
+transaction. If the lock connection drops, the next owned write re-acquires the lock (on a new
+connection) or raises `SessionLockedError`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
+from typing import Any, Final
+
+import anyio
+import psycopg
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
+from plugins.session_persistence.errors import (
+    SessionLockedError,
+    SessionPersistenceError,
+    StaleWriterError,
+)
+
+from .connection import DatabaseError, connect, lock_key, require_asyncio, scrub
+from .rows import EventColumns, TornMarker, encode_events, header_values, meta_of, scan_rows
+from .schema import Statements, ensure_schema
+
+__all__ = ["PostgresBackend"]
+
+Connection = psycopg.AsyncConnection[TupleRow]
+#: A write's body: given the connection and the locked session row's `(next_seq, revision)`
+#: (None for the first batch), it writes and returns the new `next_seq`.
+_Body = Callable[[Connection, tuple[int, int] | None], Awaitable[int]]
+
+
+class _LockLost(Exception):
+    """This instance held a session's lock, but its lock connection no longer does."""
+
+
+async def _configure(conn: Connection) -> None:
+    await conn.execute("SET synchronous_commit = on")
+
+
+class PostgresBackend:
+    """Session logs in PostgreSQL schema `schema` (created if absent) reached through `dsn`.
+
+    `dsn` None reads `$DSH_POSTGRES_DSN`; empty lets libpq use its environment (`PGHOST`, ...).
+    Construct it on asyncio only (psycopg's async API is asyncio-only); `open()` connects,
+    creates or checks the tables and starts the pool (every operation opens it on first use).
+    """
+
+    name: str = "session-persistence-postgres"
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        schema: str = "dsh",
+        pool_max_size: int = 10,
+        connect_timeout_s: int = 10,
+    ) -> None:
+        require_asyncio()
+        if not schema or "\x00" in schema:
+            raise ValueError(f"the PostgreSQL schema name must be non-empty, got {schema!r}")
+        if pool_max_size < 1:
+            raise ValueError(f"pool_max_size must be at least 1, got {pool_max_size}")
+        self.dsn: Final = os.environ.get("DSH_POSTGRES_DSN", "") if dsn is None else dsn
+        self.schema: Final = schema
+        self.pool_max_size: Final = pool_max_size
+        self._connect_timeout_s = connect_timeout_s
+        self._sql = Statements(schema)
+        self._token: Final = uuid.uuid4().hex
+        self._pool: AsyncConnectionPool[Connection] | None = None
+        self._store_id = ""
+        self._opening = anyio.Lock()
+        self._closed = False
+        #: The dedicated connection holding the live advisory locks, its server pid, and a
+        #: generation number bumped each time it is replaced.
+        self._lock_conn: Connection | None = None
+        self._lock_pid = 0
+        self._generation = 0
+        self._lock_guard = anyio.Lock()
+        #: Live ids whose advisory lock this instance took, with the lock connection generation.
+        self._held: dict[str, int] = {}
+        #: `next_seq` of each id as this instance last read or wrote it (stale-writer check).
+        self._seen: dict[str, int] = {}
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, create or check the schema, start the pool (idempotent)."""
+        await self._ready()
+
+    async def _ready(self) -> AsyncConnectionPool[Connection]:
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:
+            if self._closed:
+                raise SessionPersistenceError(f"{self.name}: the backend is closed")
+            if self._pool is None:
+                conn = await self._connect()
+                try:
+                    try:
+                        self._store_id = await ensure_schema(conn, self.schema)
+                    except psycopg.Error as error:
+                        raise self._error("preparing the schema", error) from None
+                    pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+                        self.dsn,
+                        min_size=1,
+                        max_size=self.pool_max_size,
+                        kwargs={"autocommit": True, **self._timeout_kwargs()},
+                        configure=_configure,
+                        open=False,
+                        name=self.name,
+                    )
+                    await pool.open(wait=True, timeout=self._connect_timeout_s)
+                except BaseException:
+                    await conn.close()
+                    raise
+                self._lock_conn, self._lock_pid = conn, conn.info.backend_pid
+                self._generation += 1
+                self._pool = pool
+            return self._pool
+
+    def _timeout_kwargs(self) -> dict[str, Any]:
+        try:
+            given = "connect_timeout" in psycopg.conninfo.conninfo_to_dict(self.dsn)
+        except psycopg.Error:
+            given = False
+        return {} if given else {"connect_timeout": self._connect_timeout_s}
+
+    async def _connect(self) -> Connection:
+        return await connect(self.dsn, connect_timeout_s=self._connect_timeout_s)
+
+    def _error(self, what: str, error: BaseException) -> DatabaseError:
+        return DatabaseError(f"{self.name}: {what} failed: {scrub(str(error).strip(), self.dsn)}")
+
+    @asynccontextmanager
+    async def _connection(self, what: str) -> AsyncIterator[Connection]:
+        """A pooled connection; database failures become `DatabaseError` naming `what`."""
+        pool = await self._ready()
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except psycopg.Error as error:
+            raise self._error(what, error) from None
+
+    async def aclose(self) -> None:
+        """Release every writer lock (dropping the lock connection) and close the pool."""
+        async with self._opening:
+            if self._closed:
+                return
+            self._closed = True
+        pool, conn = self._pool, self._lock_conn
+        self._pool = self._lock_conn = None
+        self._held.clear()
+        try:
+            if conn is not None and not conn.closed:
+                try:
+                    if not conn.broken:
+                        await conn.execute(self._sql.disown_all, (self._token,))
+                finally:
+                    await conn.close()
+        except psycopg.Error as error:
+            raise self._error("releasing the writer locks", error) from None
+        finally:
+            if pool is not None:
+                await pool.close()
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    def locate(self, meta: JsonObject) -> Location | None:
+        """None: a database row has no raw log path."""
+        return None
+
+    async def read_raw(self, session_id: str) -> bytes:
+        """Refused: rows are not a raw artifact."""
+        raise SessionPersistenceError(
+            "this session persistence backend does not expose raw artifacts"
+        )
+
+    def _revision(self, incarnation: object, revision: object) -> str:
+        return f"postgres:{self._store_id}:{incarnation}:{revision}"
+
+    async def load_stored(self, session_id: str) -> StoredLog | None:
+        """The session row and its event rows, read in one snapshot; None when not stored."""
+        what = f'reading session "{session_id}"'
+        async with self._connection(what) as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            cursor = await conn.execute(self._sql.read_session, (session_id,))
+            session = await cursor.fetchone()
+            if session is None:
+                return None
+            cursor = await conn.execute(self._sql.read_events, (session_id,))
+            rows = await cursor.fetchall()
+        meta = meta_of(session[:-3])
+        incarnation, revision, next_seq = session[-3:]
+        events: list[JsonObject] = []
+        marker: TornMarker | None = None
+        if meta["version"] == 0:
+            events, marker = scan_rows(session_id, rows, next_seq, revision)
+        self._seen[session_id] = next_seq
+        return StoredLog(meta, events, self._revision(incarnation, revision), marker)
+
+    async def read_stored_revision(self, session_id: str) -> str | None:
+        """`postgres:<store id>:<incarnation>:<revision>`, None when not stored."""
+        async with self._connection(f'reading session "{session_id}"') as conn:
+            cursor = await conn.execute(self._sql.read_revision, (session_id,))
+            row = await cursor.fetchone()
+        return None if row is None else self._revision(*row)
+
+    async def list(self) -> builtins.list[JsonObject]:
+        """Headers of every stored session, by `(createdAt, id)`."""
+        return [snapshot.header for snapshot in await self.list_snapshots()]
+
+    async def list_snapshots(self) -> builtins.list[Snapshot]:
+        """Headers with revisions, by `(createdAt, id)`."""
+        async with self._connection("listing sessions") as conn:
+            cursor = await conn.execute(self._sql.list_sessions)
+            rows = await cursor.fetchall()
+        return [Snapshot(meta_of(row[:-2]), self._revision(*row[-2:])) for row in rows]
+
+    # ---- writes --------------------------------------------------------------------------
+
+    async def append_batch(
+        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
+    ) -> None:
+        """One transaction: lock checks, stale-writer check, the rows, `next_seq`/`revision`."""
+        session_id: str = meta["id"]
+        columns = encode_events(session_id, events)
+        if is_materialized:
+            if not events:
+                return
+
+            async def append(conn: Connection, state: tuple[int, int] | None) -> int:
+                assert state is not None
+                next_seq = state[0]
+                if next_seq != self._seen.get(session_id):
+                    raise StaleWriterError(session_id)
+                if columns.seqs[0] != next_seq:
+                    raise SessionPersistenceError(
+                        f"session {session_id} append starts at seq {columns.seqs[0]}, "
+                        f"stored next seq is {next_seq}"
+                    )
+                return await self._insert(conn, session_id, columns, next_seq)
+
+            await self._write(session_id, append, first=False)
+            return
+        header = header_values(meta)
+
+        async def materialize(conn: Connection, state: tuple[int, int] | None) -> int:
+            cursor = await conn.execute(
+                self._sql.insert_session,
+                {**header, "incarnation": uuid.uuid4(), "next_seq": len(columns.seqs)},
+            )
+            if await cursor.fetchone() is None:
+                raise SessionPersistenceError(
+                    f'session "{session_id}" already has a persisted log in PostgreSQL schema '
+                    f'"{self.schema}" (another writer created it first)'
+                )
+            return await self._insert(conn, session_id, columns, 0, advance=False)
+
+        await self._write(session_id, materialize, first=True)
+
+    async def commit_repair(
+        self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
+    ) -> None:
+        """One transaction: delete the rows from the marker on, insert `closers`."""
+        if marker is not None and not isinstance(marker, TornMarker):
+            raise TypeError(f"not a PostgreSQL torn-tail marker: {marker!r}")
+        if marker is None and not closers:
+            return
+        session_id: str = meta["id"]
+        columns = encode_events(session_id, closers)
+
+        async def repair(conn: Connection, state: tuple[int, int] | None) -> int:
+            assert state is not None
+            next_seq, revision = state
+            if marker is None:
+                if next_seq != self._seen.get(session_id):
+                    raise StaleWriterError(session_id)
+                return await self._insert(conn, session_id, columns, next_seq)
+            if (next_seq, revision) != (marker.next_seq, marker.revision):
+                raise StaleWriterError(session_id)
+            await conn.execute(self._sql.truncate, (session_id, marker.seq))
+            return await self._insert(conn, session_id, columns, marker.seq)
+
+        await self._write(session_id, repair, first=False)
+
+    async def _insert(
+        self,
+        conn: Connection,
+        session_id: str,
+        columns: EventColumns,
+        start: int,
+        *,
+        advance: bool = True,
+    ) -> int:
+        """Insert the rows (numbered from `start`) and advance the session row; the new
+        `next_seq`."""
+        end = start + len(columns.seqs)
+        if columns.seqs != builtins.list(range(start, end)):
+            raise SessionPersistenceError(
+                f"session {session_id} batch seqs must run from {start} without gaps, "
+                f"got {columns.seqs[:3]}..."
+            )
+        if columns.seqs:
+            await conn.execute(
+                self._sql.insert_events,
+                (
+                    session_id,
+                    columns.seqs,
+                    columns.types,
+                    columns.times,
+                    columns.data,
+                    columns.source_event_seqs,
+                    columns.surface_ops,
+                    columns.ignorable,
+                    columns.key_orders,
+                ),
+            )
+        if advance:
+            await conn.execute(self._sql.advance, (end, session_id))
+        return end
+
+    async def _write(self, session_id: str, body: _Body, *, first: bool) -> None:
+        """Run `body` in one transaction after the lock checks; re-acquire a lost live lock
+        once."""
+        key = lock_key(session_id)
+        unsigned = key % 2**64
+        for attempt in range(2):
+            owned = session_id in self._held
+            params = {
+                "id": session_id,
+                "key": key,
+                "lock_pid": self._lock_pid,
+                "hi": unsigned >> 32,
+                "lo": unsigned & 0xFFFFFFFF,
+            }
+            try:
+                what = f'writing session "{session_id}"'
+                async with self._connection(what) as conn, conn.transaction():
+                    cursor = await conn.execute(self._sql.checks[(owned, first)], params)
+                    row = await cursor.fetchone()
+                    if row is None:
+                        raise StaleWriterError(session_id)
+                    locked, token, pid, host = row[:4]
+                    if not locked:
+                        if owned:
+                            raise _LockLost
+                        raise SessionLockedError(session_id, pid, host)
+                    if owned and token != self._token:
+                        raise SessionLockedError(session_id, pid, host)
+                    end = await body(conn, None if first else (row[4], row[5]))
+            except _LockLost:
+                if attempt:
+                    raise SessionLockedError(session_id, None, None) from None
+                await self._reacquire(session_id)
+                continue
+            self._seen[session_id] = end
+            return
+
+    # ---- writer lock ---------------------------------------------------------------------
+
+    async def acquire_writer(self, session_id: str) -> None:
+        """Take the session's advisory lock on the lock connection (re-entrant per instance);
+        `SessionLockedError` naming the owner when another connection holds it."""
+        if session_id in self._held:
+            return
+        async with self._lock_guard:
+            conn = await self._lock_connection()
+            try:
+                await self._lock(session_id, conn)
+            except DatabaseError:
+                if not conn.broken:
+                    raise
+                await self._lock(session_id, await self._lock_connection())
+
+    async def _lock(self, session_id: str, conn: Connection) -> None:
+        key = lock_key(session_id)
+        params = {
+            "key": key,
+            "id": session_id,
+            "token": self._token,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+        }
+        try:
+            cursor = await conn.execute(self._sql.acquire, params)
+            row = await cursor.fetchone()
+        except psycopg.Error as error:
+            if not conn.broken:
+                with suppress(psycopg.Error):
+                    await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            raise self._error(f'locking session "{session_id}"', error) from None
+        assert row is not None
+        granted, pid, host = row
+        if not granted:
+            raise SessionLockedError(session_id, pid, host)
+        self._held[session_id] = self._generation
+
+    async def _lock_connection(self, *, replace: bool = False) -> Connection:
+        """The lock connection, reconnected when it is closed, broken or `replace`d."""
+        await self._ready()
+        conn = self._lock_conn
+        if conn is None or conn.closed or conn.broken or replace:
+            if conn is not None:
+                await conn.close()
+            conn = await self._connect()
+            self._lock_conn, self._lock_pid = conn, conn.info.backend_pid
+            self._generation += 1
+        return conn
+
+    async def _reacquire(self, session_id: str) -> None:
+        """A held lock was lost with its connection: lock again on a live one, or raise
+        `SessionLockedError`."""
+        async with self._lock_guard:
+            generation = self._held.pop(session_id, None)
+            conn = await self._lock_connection(replace=generation == self._generation)
+            try:
+                await self._lock(session_id, conn)
+            except BaseException:
+                self._held[session_id] = -1
+                raise
+
+    async def release_writer(self, session_id: str) -> None:
+        """Unlock and forget the owner row (no-op when not held; a lock whose connection
+        dropped is already free)."""
+        generation = self._held.pop(session_id, None)
+        if generation is None:
+            return
+        async with self._lock_guard:
+            conn = self._lock_conn
+            if conn is None or conn.closed or conn.broken or generation != self._generation:
+                return
+            params = {"id": session_id, "token": self._token, "key": lock_key(session_id)}
+            try:
+                await conn.execute(self._sql.release, params)
+            except psycopg.Error as error:
+                if not conn.broken:
+                    raise self._error(f'unlocking session "{session_id}"', error) from None

@@ -1,0 +1,109 @@
+"""Connecting to PostgreSQL: the asyncio requirement, clear connection errors that never show
+the DSN's password, and the advisory-lock key of a session id."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from typing import Any, Final
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from plugins.session_persistence.errors import SessionPersistenceError
+
+__all__ = [
+    "ASYNCIO_REQUIRED",
+    "DatabaseError",
+    "connect",
+    "describe",
+    "lock_key",
+    "require_asyncio",
+    "scrub",
+]
+
+#: The refusal on any other event loop (psycopg's async API is asyncio-only).
+ASYNCIO_REQUIRED: Final = "session-persistence-postgres requires the asyncio backend"
+
+_URI_PASSWORD: Final = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+_KEYWORD_PASSWORD: Final = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+class DatabaseError(SessionPersistenceError):
+    """Raised when PostgreSQL cannot be reached or refuses a connection or a statement."""
+
+
+def require_asyncio() -> None:
+    """Raise `SessionPersistenceError(ASYNCIO_REQUIRED)` unless an asyncio loop is running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise SessionPersistenceError(ASYNCIO_REQUIRED) from None
+
+
+def lock_key(session_id: str) -> int:
+    """The advisory-lock key of a session: the first 8 bytes of SHA-256(`dsh-session:` + id),
+    big-endian, as a signed 64-bit integer."""
+    digest = hashlib.sha256(("dsh-session:" + session_id).encode("utf-8", "surrogatepass"))
+    return int.from_bytes(digest.digest()[:8], "big", signed=True)
+
+
+def _password(dsn: str) -> str | None:
+    try:
+        return conninfo_to_dict(dsn).get("password") or None  # type: ignore[return-value]
+    except psycopg.Error:
+        return None
+
+
+def scrub(text: str, dsn: str) -> str:
+    """`text` without the DSN's password (nor anything shaped like a password in a DSN)."""
+    password = _password(dsn)
+    if password:
+        text = text.replace(password, "***")
+    text = _URI_PASSWORD.sub(r"\1***@", text)
+    return _KEYWORD_PASSWORD.sub(r"\1***", text)
+
+
+def describe(dsn: str) -> str:
+    """Where a DSN points, for messages: `user@host:port/dbname` (libpq defaults shown as-is)."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "an unparsable DSN"
+    user = params.get("user")
+    host = params.get("host") or params.get("hostaddr") or "default host"
+    port = params.get("port")
+    target = f"{host}:{port}" if port else str(host)
+    dbname = params.get("dbname")
+    return f"{f'{user}@' if user else ''}{target}{f'/{dbname}' if dbname else ''}"
+
+
+async def connect(
+    dsn: str, *, connect_timeout_s: int
+) -> psycopg.AsyncConnection[tuple[object, ...]]:
+    """An autocommit connection with `synchronous_commit = on`; connection failures raise
+    `DatabaseError` naming the server (never the password)."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        raise DatabaseError(
+            "session-persistence-postgres: the DSN is not a valid PostgreSQL connection string "
+            "or URI"
+        ) from None
+    timeout: dict[str, Any] = (
+        {} if "connect_timeout" in params else {"connect_timeout": connect_timeout_s}
+    )
+    try:
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True, **timeout)
+    except psycopg.Error as error:
+        raise DatabaseError(
+            f"session-persistence-postgres: cannot connect to PostgreSQL at {describe(dsn)}: "
+            f"{scrub(str(error).strip(), dsn)}"
+        ) from None
+    try:
+        await conn.execute("SET synchronous_commit = on")
+    except BaseException:
+        await conn.close()
+        raise
+    return conn

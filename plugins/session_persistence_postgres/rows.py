@@ -1,0 +1,248 @@
+"""Events and headers as PostgreSQL rows, and the torn-tail rule for stored rows.
+
+One row per event (spec 02 §8): `type`, `time`, `data` (the exact JSON text of the event's
+`data`), `source_event_seqs` (bigint[] or NULL), `surface_op` (JSON text or NULL), `ignorable`
+(boolean or NULL) and `key_order`, one letter per envelope key in the event's own order, so a
+loaded event has the same JSON text as the one appended (live, closer and loaded orders differ).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from plugins.session.jsonutil import dumps, loads
+from plugins.session_persistence.backend import JsonObject
+from plugins.session_persistence.errors import (
+    SessionPersistenceCorruptionError,
+    SessionPersistenceError,
+)
+
+__all__ = [
+    "EVENT_COLUMNS",
+    "HEADER_COLUMNS",
+    "EventColumns",
+    "TornMarker",
+    "encode_events",
+    "header_values",
+    "meta_of",
+    "scan_rows",
+]
+
+#: Columns of `dsh_events` a load reads, in this order.
+EVENT_COLUMNS: Final = (
+    "seq",
+    "type",
+    "time",
+    "data",
+    "source_event_seqs",
+    "surface_op",
+    "ignorable",
+    "key_order",
+)
+#: `(meta key, dsh_sessions column, Python type)` of the header columns after `version, id`.
+HEADER_COLUMNS: Final = (
+    ("createdAt", "created_at", int),
+    ("cwd", "cwd", str),
+    ("parentSession", "parent_session", str),
+    ("seedLength", "seed_length", int),
+    ("origin", "origin", str),
+    ("delegationDepth", "delegation_depth", int),
+    ("agentPreset", "agent_preset", str),
+)
+
+_CODE: Final = {
+    "type": "t",
+    "seq": "s",
+    "time": "m",
+    "data": "d",
+    "ignorable": "i",
+    "sourceEventSeqs": "e",
+    "surfaceOp": "o",
+}
+_KEY: Final = {code: key for key, code in _CODE.items()}
+_INT64: Final = 2**63
+
+
+@dataclass(frozen=True, slots=True)
+class TornMarker:
+    """Where a stored log stops being readable: rows from `seq` on are dropped by a repair.
+
+    `next_seq` and `revision` are what the read saw (the repair refuses a moved log).
+    """
+
+    seq: int
+    next_seq: int
+    revision: int
+
+
+@dataclass(slots=True)
+class EventColumns:
+    """A batch as parallel column arrays for one `INSERT ... SELECT FROM unnest(...)`."""
+
+    seqs: list[int]
+    types: list[str]
+    times: list[int]
+    data: list[str]
+    source_event_seqs: list[str | None]
+    surface_ops: list[str | None]
+    ignorable: list[bool | None]
+    key_orders: list[str]
+
+
+def _refuse(session_id: str, seq: object, why: str) -> SessionPersistenceError:
+    return SessionPersistenceError(
+        f'session "{session_id}" event at seq {seq} cannot be stored by '
+        f"session-persistence-postgres: {why}"
+    )
+
+
+def _is_int64(value: object) -> bool:
+    return type(value) is int and -_INT64 <= value < _INT64
+
+
+def encode_events(session_id: str, events: Sequence[JsonObject]) -> EventColumns:
+    """The column arrays of `events`; refuses envelopes the row shape cannot hold."""
+    out = EventColumns([], [], [], [], [], [], [], [])
+    for event in events:
+        seq = event.get("seq")
+        try:
+            order = "".join([_CODE[key] for key in event])
+        except KeyError as error:
+            raise _refuse(session_id, seq, f"unknown envelope key {dumps(error.args[0])}") from None
+        kind, time = event.get("type"), event.get("time")
+        if (
+            type(seq) is not int
+            or type(time) is not int
+            or type(kind) is not str
+            or not (_is_int64(seq) and _is_int64(time))
+            or "d" not in order
+        ):
+            raise _refuse(session_id, seq, "it needs a string type, integer seq and time, and data")
+        sources = event.get("sourceEventSeqs")
+        if sources is None:
+            source_text = None
+        elif type(sources) is list and all(_is_int64(value) for value in sources):
+            source_text = "{" + ",".join([str(value) for value in sources]) + "}"
+        else:
+            raise _refuse(session_id, seq, "sourceEventSeqs must be a list of integers")
+        ignorable = event.get("ignorable")
+        if ignorable is not None and type(ignorable) is not bool:
+            raise _refuse(session_id, seq, "ignorable must be a boolean")
+        out.seqs.append(seq)
+        out.types.append(kind)
+        out.times.append(time)
+        out.data.append(dumps(event["data"]))
+        out.source_event_seqs.append(source_text)
+        out.surface_ops.append(dumps(event["surfaceOp"]) if "o" in order else None)
+        out.ignorable.append(ignorable)
+        out.key_orders.append(order)
+    return out
+
+
+def _decode(row: Sequence[Any]) -> JsonObject | None:
+    """The event of one stored row, or None when the row is not a readable event."""
+    seq, kind, time, data, sources, surface_op, ignorable, order = row
+    if type(order) is not str or len(set(order)) != len(order) or not {*"tsmd"} <= {*order}:
+        return None
+    if type(kind) is not str or time is None or data is None:
+        return None
+    event: JsonObject = {}
+    try:
+        for code in order:
+            key = _KEY[code]
+            if code == "t":
+                event[key] = kind
+            elif code == "s":
+                event[key] = seq
+            elif code == "m":
+                event[key] = time
+            elif code == "d":
+                event[key] = loads(data)
+            elif code == "o":
+                if surface_op is None:
+                    return None
+                event[key] = loads(surface_op)
+            elif code == "e":
+                if sources is None or None in sources:
+                    return None
+                event[key] = list(sources)
+            elif ignorable is None:
+                return None
+            else:
+                event[key] = ignorable
+    except (KeyError, ValueError):
+        return None
+    return event
+
+
+def scan_rows(
+    session_id: str, rows: Sequence[Sequence[Any]], next_seq: int, revision: int
+) -> tuple[list[JsonObject], TornMarker | None]:
+    """The committed events of a session's rows (ordered by seq) and its torn tail, if any.
+
+    Rows must be readable, numbered 0, 1, ... and below the session row's `next_seq`. From the
+    first row that is not (or the first missing seq), the rest is a torn tail, unless a later
+    readable row holds a `turn/end`: then the damage is in the committed region and this raises
+    `SessionPersistenceCorruptionError` (nothing is dropped).
+    """
+    events: list[JsonObject] = []
+    bad: int | None = None
+    for index, row in enumerate(rows):
+        if bad is None:
+            event = _decode(row) if row[0] == index and index < next_seq else None
+            if event is not None:
+                events.append(event)
+                continue
+            bad = index
+        if row[1] == "turn/end" and _decode(row) is not None:
+            raise SessionPersistenceCorruptionError(
+                f"corrupt session log: invalid committed physical row at seq {bad} "
+                f'(session "{session_id}")'
+            )
+    if bad is None and len(events) != next_seq:
+        bad = len(events)
+    marker = None if bad is None else TornMarker(bad, next_seq, revision)
+    return events, marker
+
+
+def header_values(meta: JsonObject) -> dict[str, Any]:
+    """The `dsh_sessions` header columns of `meta` (`delegationDepth` stored as 0 when absent)."""
+    session_id = meta["id"]
+    known = {"version", "id", *(key for key, _, _ in HEADER_COLUMNS)}
+    for key in meta:
+        if key not in known:
+            raise SessionPersistenceError(
+                f'session "{session_id}" metadata cannot be stored by '
+                f"session-persistence-postgres: unknown header key {dumps(key)}"
+            )
+    values: dict[str, Any] = {"version": meta.get("version", 0), "id": session_id}
+    for key, column, kind in HEADER_COLUMNS:
+        value = meta.get(key, 0 if key == "delegationDepth" else None)
+        if value is not None and (
+            type(value) is not kind or (kind is int and not _is_int64(value))
+        ):
+            expected = "an integer" if kind is int else "a string"
+            raise SessionPersistenceError(
+                f'session "{session_id}" metadata cannot be stored by '
+                f"session-persistence-postgres: {key} must be {expected}, got {dumps(value)}"
+            )
+        values[column] = value
+    if not _is_int64(values["version"]):
+        raise SessionPersistenceError(
+            f'session "{session_id}" metadata cannot be stored by session-persistence-postgres: '
+            "version must be an integer"
+        )
+    return values
+
+
+def meta_of(row: Sequence[Any]) -> JsonObject:
+    """The session meta of a `dsh_sessions` row read as `version, id, <HEADER_COLUMNS>`."""
+    meta: JsonObject = {"version": row[0], "id": row[1]}
+    for (key, _, _), value in zip(HEADER_COLUMNS, row[2:], strict=True):
+        if value is not None:
+            meta[key] = value
+    if row[0] == 0:
+        meta.setdefault("delegationDepth", 0)
+    return meta

@@ -1,0 +1,195 @@
+"""The tables (spec 02 §8), their creation and version check, and every statement the backend
+runs, composed once per schema name."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Final, LiteralString
+
+import psycopg
+from psycopg import sql
+
+from plugins.session_persistence.errors import SessionPersistenceError
+
+from .connection import lock_key
+from .rows import EVENT_COLUMNS, HEADER_COLUMNS
+
+__all__ = ["SCHEMA_VERSION", "Statements", "ensure_schema"]
+
+#: The table layout this build reads and writes.
+SCHEMA_VERSION: Final = 1
+
+_HEADER: Final = "version, id, " + ", ".join(column for _, column, _ in HEADER_COLUMNS)
+_EVENT: Final = ", ".join(EVENT_COLUMNS)
+
+_DDL: Final[tuple[LiteralString, ...]] = (
+    """CREATE TABLE IF NOT EXISTS {s}.dsh_sessions (
+        id text PRIMARY KEY,
+        version integer NOT NULL,
+        created_at bigint,
+        cwd text,
+        parent_session text,
+        seed_length bigint,
+        origin text,
+        delegation_depth bigint,
+        agent_preset text,
+        incarnation uuid NOT NULL,
+        revision bigint NOT NULL,
+        next_seq bigint NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS {s}.dsh_events (
+        session_id text NOT NULL REFERENCES {s}.dsh_sessions (id) ON DELETE CASCADE,
+        seq bigint NOT NULL,
+        type text,
+        time bigint,
+        data text,
+        source_event_seqs bigint[],
+        surface_op text,
+        ignorable boolean,
+        key_order text,
+        PRIMARY KEY (session_id, seq)
+    )""",
+    """CREATE TABLE IF NOT EXISTS {s}.dsh_session_owners (
+        session_id text PRIMARY KEY,
+        token text NOT NULL,
+        pid integer,
+        host text,
+        acquired_at timestamptz NOT NULL DEFAULT now()
+    )""",
+)
+
+
+_OWNED: Final = """EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+    AND pid = %(lock_pid)s AND classid = %(hi)s::bigint::oid AND objid = %(lo)s::bigint::oid
+    AND objsubid = 1 AND granted)"""
+_TRANSIENT: Final = "pg_try_advisory_xact_lock(%(key)s)"
+
+
+def _check(lock: LiteralString, *, first: bool) -> LiteralString:
+    if first:
+        return (
+            "SELECT " + lock + ", o.token, o.pid, o.host FROM (VALUES (1)) AS v "
+            "LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = %(id)s"
+        )
+    return (
+        "SELECT " + lock + ", o.token, o.pid, o.host, s.next_seq, s.revision "
+        "FROM {s}.dsh_sessions AS s "
+        "LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = s.id "
+        "WHERE s.id = %(id)s FOR UPDATE OF s"
+    )
+
+
+def _compose(template: LiteralString, schema: str) -> bytes:
+    return sql.SQL(template).format(s=sql.Identifier(schema)).as_bytes(None)
+
+
+class Statements:
+    """The backend's SQL for one schema, as ready-to-send bytes."""
+
+    def __init__(self, schema: str) -> None:
+        def q(template: LiteralString) -> bytes:
+            return _compose(template, schema)
+
+        #: The checks before a write, by `(owned, first)`: whether the session's advisory lock
+        #: is held (owned: by this process's lock connection; else taken for this transaction),
+        #: the owner row, and (not first) the session row's `next_seq, revision`, locked FOR
+        #: UPDATE. Parameters: id, key, lock_pid, hi, lo.
+        self.checks = {
+            (owned, first): q(_check(_OWNED if owned else _TRANSIENT, first=first))
+            for owned in (True, False)
+            for first in (True, False)
+        }
+        self.insert_session = q(
+            "INSERT INTO {s}.dsh_sessions ("
+            + _HEADER
+            + """, incarnation, revision, next_seq)
+            VALUES (%(version)s, %(id)s, %(created_at)s, %(cwd)s, %(parent_session)s,
+                %(seed_length)s, %(origin)s, %(delegation_depth)s, %(agent_preset)s,
+                %(incarnation)s, 1, %(next_seq)s)
+            ON CONFLICT (id) DO NOTHING RETURNING id"""
+        )
+        self.insert_events = q(
+            "INSERT INTO {s}.dsh_events (session_id, "
+            + _EVENT
+            + """) SELECT %s, seq, type, time, data, ses::bigint[], surface_op, ignorable, key_order
+            FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::text[],
+                %s::text[], %s::boolean[], %s::text[])
+                AS r(seq, type, time, data, ses, surface_op, ignorable, key_order)"""
+        )
+        self.advance = q(
+            """UPDATE {s}.dsh_sessions SET next_seq = %s, revision = revision + 1
+            WHERE id = %s"""
+        )
+        self.truncate = q("DELETE FROM {s}.dsh_events WHERE session_id = %s AND seq >= %s")
+        self.read_session = q(
+            "SELECT " + _HEADER + ", incarnation, revision, next_seq "
+            "FROM {s}.dsh_sessions WHERE id = %s"
+        )
+        self.read_events = q(
+            "SELECT " + _EVENT + " FROM {s}.dsh_events WHERE session_id = %s ORDER BY seq"
+        )
+        self.read_revision = q("SELECT incarnation, revision FROM {s}.dsh_sessions WHERE id = %s")
+        self.list_sessions = q(
+            "SELECT " + _HEADER + ", incarnation, revision FROM {s}.dsh_sessions "
+            "ORDER BY created_at, id"
+        )
+        #: Take a session's advisory lock on the lock connection and, when granted, record this
+        #: process as its owner; either way return the grant and the owner row as it was.
+        self.acquire = q(
+            """WITH l AS MATERIALIZED (SELECT pg_try_advisory_lock(%(key)s) AS ok),
+            up AS (
+                INSERT INTO {s}.dsh_session_owners (session_id, token, pid, host, acquired_at)
+                SELECT %(id)s, %(token)s, %(pid)s, %(host)s, now() FROM l WHERE l.ok
+                ON CONFLICT (session_id) DO UPDATE SET token = EXCLUDED.token,
+                    pid = EXCLUDED.pid, host = EXCLUDED.host, acquired_at = EXCLUDED.acquired_at
+                RETURNING 1
+            )
+            SELECT l.ok, o.pid, o.host FROM l
+            LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = %(id)s"""
+        )
+        self.release = q(
+            """WITH d AS (DELETE FROM {s}.dsh_session_owners
+                WHERE session_id = %(id)s AND token = %(token)s)
+            SELECT pg_advisory_unlock(%(key)s)"""
+        )
+        self.disown_all = q("DELETE FROM {s}.dsh_session_owners WHERE token = %s")
+
+
+async def ensure_schema(conn: psycopg.AsyncConnection[tuple[object, ...]], schema: str) -> str:
+    """Create the schema and tables if absent (serialized by an advisory lock), check the
+    stored layout version, and return the store id."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(f"schema:{schema}"),))
+        await conn.execute(_compose("CREATE SCHEMA IF NOT EXISTS {s}", schema))
+        await conn.execute(
+            _compose(
+                """CREATE TABLE IF NOT EXISTS {s}.dsh_persistence_state (
+                    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+                    store_id text NOT NULL,
+                    schema_version integer NOT NULL
+                )""",
+                schema,
+            )
+        )
+        await conn.execute(
+            _compose(
+                """INSERT INTO {s}.dsh_persistence_state (store_id, schema_version)
+                VALUES (%s, %s) ON CONFLICT DO NOTHING""",
+                schema,
+            ),
+            (str(uuid.uuid4()), SCHEMA_VERSION),
+        )
+        cursor = await conn.execute(
+            _compose("SELECT store_id, schema_version FROM {s}.dsh_persistence_state", schema)
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        store_id, version = row
+        if version != SCHEMA_VERSION:
+            raise SessionPersistenceError(
+                f'session database schema "{schema}" has schema version {version}, '
+                f"incompatible with this build ({SCHEMA_VERSION})"
+            )
+        for statement in _DDL:
+            await conn.execute(_compose(statement, schema))
+    return str(store_id)

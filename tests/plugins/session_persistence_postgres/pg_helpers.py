@@ -1,0 +1,55 @@
+"""Builders shared by the PostgreSQL backend tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from postgres_support import PostgresTarget
+from psycopg import sql
+
+from plugins.session_persistence_postgres import PostgresBackend
+
+JsonObject = dict[str, Any]
+
+
+def backend(target: PostgresTarget, **kwargs: Any) -> PostgresBackend:
+    """A new backend instance over the test's schema."""
+    return PostgresBackend(target.dsn, schema=target.schema, **kwargs)
+
+
+def meta(session_id: str = "s1", cwd: str | None = "/home/u/proj", **extra: Any) -> JsonObject:
+    """A session header in meta form."""
+    out: JsonObject = {"version": 0, "id": session_id, "createdAt": 1000}
+    if cwd is not None:
+        out["cwd"] = cwd
+    out.update(extra)
+    return out
+
+
+def event(seq: int, kind: str, data: Any) -> JsonObject:
+    """A plain event at time `100 + seq`."""
+    return {"type": kind, "seq": seq, "time": 100 + seq, "data": data}
+
+
+def turn(start: int, turn_no: int = 1) -> list[JsonObject]:
+    """A complete turn from seq `start` (5 events)."""
+    return [
+        event(start, "turn/start", {"turn": turn_no}),
+        event(start + 1, "step/start", {"turn": turn_no, "step": 1}),
+        event(
+            start + 2,
+            "assistant/chunk",
+            {"turn": turn_no, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "x"}},
+        ),
+        event(start + 3, "step/end", {"turn": turn_no, "step": 1}),
+        event(start + 4, "turn/end", {"turn": turn_no, "reason": {"kind": "completed"}}),
+    ]
+
+
+def execute(target: PostgresTarget, statement: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Run one statement against the test's schema (tables unqualified); its rows."""
+    with psycopg.connect(target.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(target.schema)))
+        cursor = conn.execute(statement.encode(), params)
+        return cursor.fetchall() if cursor.description else []
