@@ -16,6 +16,7 @@ Every other record is an event and decodes to itself.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any, Final
 
 __all__ = [
@@ -196,36 +197,65 @@ def decode_record(record: JsonObject) -> list[JsonObject]:
         raise MalformedStorageRowError(tag, "dt must be an array with one entry fewer than members")
     if seq0 + len(texts) - 1 > _MAX_SAFE:
         raise MalformedStorageRowError(tag, "member seq exceeds the safe integer range")
+    if any(type(gap) is not int for gap in dt):
+        raise MalformedStorageRowError(tag, "dt entries must be integers")
+    times = list(accumulate(dt, initial=time0))
+    if dt and (min(dt) < -_MAX_SAFE or max(dt) > _MAX_SAFE):
+        raise MalformedStorageRowError(tag, "dt entries must be safe integers")
+    if min(times) < -_MAX_SAFE or max(times) > _MAX_SAFE:
+        raise MalformedStorageRowError(tag, "member time exceeds the safe integer range")
     delta = _DELTA_OF_TAG[tag]
-    if tool:
-        call_id = data["id"]
-        if type(call_id) is not str:
-            raise MalformedStorageRowError(tag, "id must be a string")
-        named = "name" in data
-        name = data.get("name")
-        if named and type(name) is not str:
-            raise MalformedStorageRowError(tag, "name must be a string")
-    events: list[JsonObject] = []
-    time = time0
-    for k, text in enumerate(texts):
-        if k:
-            step_dt = dt[k - 1]
-            if not _is_int(step_dt) or not _is_int(time + step_dt):
-                raise MalformedStorageRowError(tag, f"dt[{k - 1}] must be a safe integer gap")
-            time += step_dt
-        if tool:
-            chunk: JsonObject = {"type": delta, "index": index, "id": call_id}
-            if named:
-                chunk["name"] = name
-            chunk["argumentsDelta"] = text
-        else:
-            chunk = {"type": delta, "index": index, "text": text}
-        events.append(
+    members = zip(range(seq0, seq0 + len(texts)), times, texts, strict=True)
+    if not tool:
+        return [
             {
                 "type": "assistant/chunk",
-                "seq": seq0 + k,
+                "seq": seq,
                 "time": time,
-                "data": {"turn": turn, "step": step, "chunk": chunk},
+                "data": {
+                    "turn": turn,
+                    "step": step,
+                    "chunk": {"type": delta, "index": index, "text": text},
+                },
             }
-        )
-    return events
+            for seq, time, text in members
+        ]
+    call_id = data["id"]
+    if type(call_id) is not str:
+        raise MalformedStorageRowError(tag, "id must be a string")
+    if "name" not in data:
+        return [
+            {
+                "type": "assistant/chunk",
+                "seq": seq,
+                "time": time,
+                "data": {
+                    "turn": turn,
+                    "step": step,
+                    "chunk": {"type": delta, "index": index, "id": call_id, "argumentsDelta": text},
+                },
+            }
+            for seq, time, text in members
+        ]
+    name = data["name"]
+    if type(name) is not str:
+        raise MalformedStorageRowError(tag, "name must be a string")
+    return [
+        {
+            "type": "assistant/chunk",
+            "seq": seq,
+            "time": time,
+            "data": {
+                "turn": turn,
+                "step": step,
+                "chunk": {
+                    "type": delta,
+                    "index": index,
+                    "id": call_id,
+                    "name": name,
+                    "argumentsDelta": text,
+                },
+            },
+        }
+        for seq, time, text in members
+    ]

@@ -9,8 +9,12 @@ good lines are `recovered` and the tail is cut back to the frame's start.
 
 from __future__ import annotations
 
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import zstandard
 
@@ -53,6 +57,37 @@ class LogScan:
     header: JsonObject
     events: list[JsonObject]
     marker: TornMarker | None
+
+
+#: Logs at least this large are decoded with the cyclic GC paused (it would rescan every new
+#: event dict many times over; reference counting still frees garbage).
+BULK_BYTES: Final = 1 << 20
+
+_bulk_lock = threading.Lock()
+_bulk_users = 0
+_bulk_restore = False
+
+
+@contextmanager
+def _bulk(size: int) -> Iterator[None]:
+    """Pause the cyclic garbage collector while a large log is decoded (process-wide, counted
+    across threads, restored by the last user)."""
+    global _bulk_users, _bulk_restore
+    if size < BULK_BYTES:
+        yield
+        return
+    with _bulk_lock:
+        if _bulk_users == 0:
+            _bulk_restore = gc.isenabled()
+            gc.disable()
+        _bulk_users += 1
+    try:
+        yield
+    finally:
+        with _bulk_lock:
+            _bulk_users -= 1
+            if _bulk_users == 0 and _bulk_restore:
+                gc.enable()
 
 
 def _corrupt(message: str) -> SessionPersistenceCorruptionError:
@@ -167,6 +202,11 @@ class _Lines:
 
 def scan_raw(data: bytes) -> LogScan:
     """Decode a raw (`session.jsonl`) log."""
+    with _bulk(len(data)):
+        return _scan_raw(data)
+
+
+def _scan_raw(data: bytes) -> LogScan:
     header = read_header(data, zstd=False)
     end = data.index(b"\n")
     if header["version"] != 0:
@@ -185,6 +225,11 @@ def scan_raw(data: bytes) -> LogScan:
 
 def scan_zstd(data: bytes) -> LogScan:
     """Decode a zstd (`session.jsonl.zstd`) log."""
+    with _bulk(len(data) * 8):
+        return _scan_zstd(data)
+
+
+def _scan_zstd(data: bytes) -> LogScan:
     view = memoryview(data)
     header, _ = _zstd_header(view)
     if header["version"] != 0:

@@ -141,8 +141,9 @@ VALID = {
             {"data": {**VALID["data"], "dt": []}},
             "dt must be an array with one entry fewer than members",
         ),
-        ({"data": {**VALID["data"], "dt": [0.5]}}, "dt[0] must be a safe integer gap"),
-        ({"time0": 2**53 - 1}, "dt[0] must be a safe integer gap"),
+        ({"data": {**VALID["data"], "dt": [0.5]}}, "dt entries must be integers"),
+        ({"time0": 2**53 - 1}, "member time exceeds the safe integer range"),
+        ({"data": {**VALID["data"], "dt": [2**60]}}, "dt entries must be safe integers"),
     ],
 )
 def test_malformed_rows_name_tag_and_reason(patch: dict[str, Any], why: str) -> None:

@@ -203,3 +203,36 @@ async def test_creating_an_existing_log_is_refused(tmp_path: Path, mode: str) ->
         await b.append_batch(meta(), turn(0), is_materialized=False)
     assert path.read_bytes() == before
     assert sorted(p.name for p in path.parent.iterdir()) == sorted([path.name, "session.lock"])
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_large_logs_pause_the_cyclic_gc_and_restore_it(
+    monkeypatch: pytest.MonkeyPatch, enabled: bool
+) -> None:
+    import gc
+
+    from plugins.session_persistence_jsonl import reader
+
+    header = b'{"type":"session","version":0,"id":"s1","createdAt":1,"delegationDepth":0}\n'
+    small = header + lines(event(0, "x/y", {}))
+    large = header + lines(*[event(k, "x/y", {"pad": "p" * 100}) for k in range(10_000)])
+    assert len(small) < reader.BULK_BYTES <= len(large)
+    during: list[bool] = []
+    inner = reader._scan_raw
+
+    def probe(data: bytes) -> object:
+        during.append(gc.isenabled())
+        return inner(data)
+
+    monkeypatch.setattr(reader, "_scan_raw", probe)
+    was = gc.isenabled()
+    try:
+        if not enabled:
+            gc.disable()
+        assert len(reader.scan_raw(large).events) == 10_000
+        assert gc.isenabled() is enabled
+        reader.scan_raw(small)
+        assert during == [False, enabled]
+    finally:
+        if was:
+            gc.enable()
