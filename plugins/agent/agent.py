@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from framework import AbortController, AbortSignal
+from plugins.session.jsonutil import snapshot
 
 from .hooks import DISPOSED, USER, AgentErrorEvent, CancelCause, InboxChange
 from .inbox import Inbox, Message, Target
@@ -81,12 +82,16 @@ class Agent:
         return self._send("next-step", message, wake=False)
 
     def cancel(self, cause: CancelCause = USER, *, keep_inbox: bool = False) -> None:
-        """Abort the running turn with `cause`; unless `keep_inbox`, discard pending messages."""
+        """Abort the running turn with `cause` (persisted in its `turn/end`); unless
+        `keep_inbox`, discard pending messages."""
+        cause = snapshot(cause)
+        if not isinstance(cause, dict) or not isinstance(cause.get("kind"), str):
+            raise TypeError(f'a cancel cause must be {{"kind": <str>, ...}}, got {cause!r}')
         if not keep_inbox:
             self.inbox.clear()
             self._wake_requested = False
         if self._controller is not None:
-            self._controller.abort(dict(cause))
+            self._controller.abort(cause)
 
     async def stop(self) -> None:
         """Cancel for good (`disposed`, inbox cleared) and wait until the driver is idle."""

@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from plugins.llm import GenerateOptions, LlmError, PreparedCall, RetryPolicy, StreamChunk
+from plugins.llm import (
+    GenerateOptions,
+    LlmError,
+    PreparedCall,
+    RetryPolicy,
+    StreamChunk,
+    ToolSchema,
+)
 from plugins.session.messages import message_of
 
 from .errors import AgentError
@@ -131,7 +138,7 @@ async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal)
         model=config["model"],
         messages=[message_of(session.events[seq]) for seq in session.surface.nodes],
         system=agent.options.system,
-        tools=tools or None,
+        tools=cast("list[ToolSchema]", tools) or None,
         reasoning_effort=config.get("reasoningEffort"),
         temperature=config.get("temperature"),
         max_tokens=config.get("maxTokens"),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import inspect
-import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -22,8 +21,8 @@ from .options import AgentOptions, Config
 
 if TYPE_CHECKING:
     from framework import AbortSignal, Context, Effect, Fiber
-
-logger = logging.getLogger("dsh.agent")
+    from plugins.session import Session, SessionStore
+    from plugins.tools import ToolsService
 
 Setup = Callable[["Context"], object]
 """`setup(agent.ctx)`: registers the agent's listeners and tools; may be async."""
@@ -81,14 +80,16 @@ class AgentsService(Service):
         self._agents: dict[str, _Entry] = {}
 
     @property
-    def tools(self) -> Any:
+    def tools(self) -> ToolsService:
         """The tools service as the agents plugin sees it."""
-        return self.ctx.tools
+        tools: ToolsService = self.ctx.tools
+        return tools
 
     @property
-    def sessions(self) -> Any:
+    def sessions(self) -> SessionStore:
         """The session store."""
-        return self.ctx.sessions
+        sessions: SessionStore = self.ctx.sessions
+        return sessions
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run a driver in the service's task group."""
@@ -150,7 +151,7 @@ class AgentsService(Service):
 
     async def _mount(
         self,
-        session: Any,
+        session: Session,
         agent_options: AgentOptions | None,
         signal: AbortSignal | None,
         setup: Setup | None,

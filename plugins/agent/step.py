@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
 from framework import AbortError, abort_scope
-from plugins.llm import BlockAssembler, LlmError
+from plugins.llm import BlockAssembler, LlmError, StreamChunk
 
 from .hooks import RequestFailed, Retry
 from .messages import assistant_message
@@ -83,7 +84,7 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
         return "completed" if concluded else "continue"
 
 
-async def _close(stream: Any) -> None:
+async def _close(stream: AsyncIterable[StreamChunk]) -> None:
     """Close an unfinished stream (shielded: an abort must not skip the adapter's cleanup)."""
     aclose = getattr(stream, "aclose", None)
     if aclose is not None:

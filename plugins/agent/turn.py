@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from plugins.llm import LlmError
 
-from .hooks import AgentErrorEvent, Enter, PreStep, Reject, TurnStopping
+from .hooks import USER, AgentErrorEvent, Enter, PreStep, Reject, TurnStopping
 from .step import run_step
 
 if TYPE_CHECKING:
@@ -27,12 +27,13 @@ async def run_turn(
     `turn/end` is appended unless the task is cancelled from outside (then the log stays open
     like after a crash and repair closes it).
     """
-    reason: dict[str, Any] = {"kind": "completed"}
+    reason: dict[str, Any]
     try:
         reason = await _steps(agent, turn, messages, signal)
     except Exception as error:
         if signal.aborted:
-            reason = {"kind": "aborted", "reason": cause_of(signal.reason)}
+            cause = signal.reason
+            reason = {"kind": "aborted", "reason": cause if isinstance(cause, dict) else USER}
         else:
             failure = (
                 error.failure
@@ -96,13 +97,3 @@ async def _pre_step(agent: Agent, payload: PreStep) -> Enter | Reject:
             f"agent/pre-step must return Enter or Reject, got {type(decision).__name__}"
         )
     return decision
-
-
-def cause_of(reason: object) -> dict[str, Any]:
-    """The persisted cancel cause of an abort reason (anything but a cause dict → `user`)."""
-    if isinstance(reason, dict) and isinstance(reason.get("kind"), str):
-        return dict(reason)
-    inner = getattr(reason, "reason", None)
-    if inner is not reason and isinstance(inner, dict):
-        return cause_of(inner)
-    return {"kind": "user"}

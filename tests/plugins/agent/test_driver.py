@@ -510,3 +510,13 @@ async def test_adapter_defaults_are_flagged_and_not_carried_as_explicit_config()
             (64, "medium"),
         ]
         await handle.dispose()
+
+
+async def test_cancel_causes_must_be_json_cause_objects() -> None:
+    async with stack([]) as ctx:
+        handle = await ctx.agents.create("causes")
+        with pytest.raises(TypeError, match="a cancel cause must be"):
+            handle.agent.cancel({"reason": "no kind"})
+        with pytest.raises(TypeError):
+            handle.agent.cancel({"kind": "hook", "reason": object()})
+        await handle.dispose()
