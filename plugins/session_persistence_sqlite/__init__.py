@@ -1,0 +1,60 @@
+"""`dsh-session-persistence-sqlite`: every session log in one SQLite database (spec 02 §7).
+
+Provides `sessionPersistence` backed by `SqliteBackend`: a STRICT schema (`application_id`
+0x44534850, `user_version` 18), one row per event or packed chunk run, one `BEGIN IMMEDIATE`
+transaction per durable batch, and a `session_locks` row per live writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from pydantic import Field
+
+from framework import Context
+from plugins.session_persistence import Config as PersistenceConfig
+from plugins.session_persistence import mount_persistence
+
+from .backend import SqliteBackend, TornMarker
+from .database import APPLICATION_ID, SCHEMA_VERSION, JournalMode, default_path
+
+__all__ = [
+    "APPLICATION_ID",
+    "SCHEMA_VERSION",
+    "Config",
+    "JournalMode",
+    "SqliteBackend",
+    "TornMarker",
+    "apply",
+    "default_path",
+    "inject",
+    "name",
+]
+
+name = SqliteBackend.name
+inject = ["sessions"]
+
+
+class Config(PersistenceConfig):
+    """`path` (default `$DSH_HOME/sessions.sqlite3`; `~` expanded), `journal_mode` and
+    `busy_timeout_ms`, plus the common persistence fields."""
+
+    #: The database file; absolute after `~` expansion. Unset: `$DSH_HOME/sessions.sqlite3`.
+    path: str | None = None
+    #: SQLite journal mode (`wal`, or a rollback journal: `delete`, `truncate`, `persist`).
+    journal_mode: JournalMode = Field(default="wal", alias="journalMode")
+    #: How long a write waits for another connection's lock, in ms.
+    busy_timeout_ms: int = Field(default=5000, ge=0, le=2**31 - 1, alias="busyTimeoutMs")
+
+    def backend(self) -> SqliteBackend:
+        """A backend for this configuration."""
+        return SqliteBackend(
+            self.path if self.path is not None else default_path(),
+            journal_mode=self.journal_mode,
+            busy_timeout_ms=self.busy_timeout_ms,
+        )
+
+
+async def apply(ctx: Context, config: Config) -> Callable[[], Awaitable[None]]:
+    """Provide `sessionPersistence` over a `SqliteBackend`; the disposer drains and unlocks."""
+    return await mount_persistence(ctx, config.backend(), config)

@@ -1,0 +1,426 @@
+"""The SQLite storage engine: every session in one database file (spec 02 §7).
+
+Threading: the stdlib `sqlite3` connection is used by one thread at a time. Every operation runs
+in an anyio worker thread (`anyio.to_thread.run_sync`) behind a `CapacityLimiter(1)`, so the
+event loop never blocks, callers queue in async land, and asyncio and trio behave alike; the
+connection is opened with `check_same_thread=False` because the pool may hand out a different
+thread between calls. A `threading.Lock` serializes those calls with the lock heartbeat thread.
+Cancelling a caller never abandons a running statement (the worker finishes its transaction).
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
+from plugins.session_persistence.errors import SessionPersistenceError, StaleWriterError
+
+from .database import JournalMode, check_schema, open_database
+from .locks import HEARTBEAT_S, STALE_MS, Heartbeat, check_lock, now_ms
+from .rows import Row, encode_rows, scan
+
+__all__ = ["SqliteBackend", "TornMarker"]
+
+T = TypeVar("T")
+
+_HEADER_COLUMNS: Final = (
+    "version, id, created_at, cwd, parent_session, seed_length, origin, delegation_depth,"
+    " agent_preset"
+)
+#: Header keys in column order (after `version` and `id`), None-valued ones omitted on read.
+_HEADER_KEYS: Final = (
+    "createdAt",
+    "cwd",
+    "parentSession",
+    "seedLength",
+    "origin",
+    "delegationDepth",
+    "agentPreset",
+)
+_ROW_COLUMNS: Final = "seq, type, time, data, source_event_seqs, surface_op, ignorable, key_order"
+_INSERT_ROW: Final = (
+    "INSERT INTO events (session_id, seq, type, time, data, source_event_seqs, surface_op,"
+    " ignorable, key_order) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TornMarker:
+    """A torn tail: delete rows from physical seq `delete_from`; the log keeps `keep` events.
+
+    `incarnation` and `revision` are the session row's when the tail was read: a repair
+    against any later state is stale.
+    """
+
+    delete_from: int
+    keep: int
+    incarnation: str
+    revision: int
+
+
+def _meta(row: Sequence[Any]) -> JsonObject:
+    """The meta form of a header row (`delegationDepth` always present)."""
+    meta: JsonObject = {"version": row[0], "id": row[1]}
+    for key, value in zip(_HEADER_KEYS, row[2:9], strict=True):
+        if value is not None:
+            meta[key] = value
+    return meta
+
+
+class SqliteBackend:
+    """Session logs in one SQLite database at `path` (created on first use).
+
+    `journal_mode` defaults to WAL; `busy_timeout_ms` bounds every wait for another
+    connection's lock. `heartbeat_s` and `stale_ms` are the writer-lock timings.
+    """
+
+    name: str = "session-persistence-sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        journal_mode: JournalMode = "wal",
+        busy_timeout_ms: int = 5000,
+        heartbeat_s: float = HEARTBEAT_S,
+        stale_ms: int = STALE_MS,
+    ) -> None:
+        self.path = Path(path).expanduser()
+        if not self.path.is_absolute():
+            raise ValueError(f"the session database path must be absolute, got {str(path)!r}")
+        self.journal_mode: Final = journal_mode
+        self.busy_timeout_ms: Final = busy_timeout_ms
+        self._heartbeat_s = heartbeat_s
+        self._stale_ms = stale_ms
+        self._connection: sqlite3.Connection | None = None
+        self._store_id = ""
+        self._mutex = threading.Lock()
+        self._limiters: list[anyio.CapacityLimiter] = []
+        self._heartbeat: list[Heartbeat] = []
+        #: session id -> the lock token this instance holds.
+        self._tokens: dict[str, str] = {}
+        #: session id -> the stored next seq this process last saw (the stale-writer check).
+        self._seen: dict[str, int] = {}
+
+    # ---- Protocol ------------------------------------------------------------------------
+
+    def locate(self, meta: JsonObject) -> Location:
+        """The database holding every session (no I/O)."""
+        return Location("database", str(self.path))
+
+    async def read_raw(self, session_id: str) -> bytes:
+        """Refused: rows are not a raw artifact."""
+        raise SessionPersistenceError(
+            "this session persistence backend does not expose raw artifacts"
+        )
+
+    async def load_stored(self, session_id: str) -> StoredLog | None:
+        """Read and decode a session's rows; None when nothing is stored."""
+        return await self._run(self._load_stored, session_id)
+
+    async def read_stored_revision(self, session_id: str) -> str | None:
+        """`sqlite:<store_id>:<incarnation>:<revision>`, None when nothing is stored."""
+        return await self._run(self._read_stored_revision, session_id)
+
+    async def append_batch(
+        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
+    ) -> None:
+        """One `BEGIN IMMEDIATE` transaction: checks, the session row on first write, rows."""
+        rows = encode_rows(events)
+        first = events[0]["seq"] if events else None
+        await self._run(self._append_batch, meta, rows, first, len(events), is_materialized)
+
+    async def commit_repair(
+        self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
+    ) -> None:
+        """One transaction: recheck the marker, delete the torn rows, insert `closers`."""
+        if marker is not None and not isinstance(marker, TornMarker):
+            raise TypeError(f"not a SQLite torn-tail marker: {marker!r}")
+        if marker is None and not closers:
+            return
+        rows = encode_rows(closers)
+        first = closers[0]["seq"] if closers else None
+        await self._run(self._commit_repair, meta["id"], marker, rows, first, len(closers))
+
+    async def list(self) -> builtins.list[JsonObject]:
+        """Headers (meta form) of every stored session, by `(createdAt, id)`."""
+        return [snapshot.header for snapshot in await self.list_snapshots()]
+
+    async def list_snapshots(self) -> builtins.list[Snapshot]:
+        """Headers with revisions, by `(createdAt, id)`."""
+        return await self._run(self._list_snapshots)
+
+    async def acquire_writer(self, session_id: str) -> None:
+        """Insert (or take over a dead holder's) lock row; re-entrant per instance."""
+        if session_id not in self._tokens:
+            await self._run(self._acquire_writer, session_id)
+
+    async def release_writer(self, session_id: str) -> None:
+        """Delete this instance's lock row (no-op when not held)."""
+        token = self._tokens.pop(session_id, None)
+        if token is not None:
+            await self._run(self._release, session_id, token)
+
+    async def aclose(self) -> None:
+        """Release every lock, stop the heartbeat and close the connection."""
+        while self._heartbeat:
+            await anyio.to_thread.run_sync(self._heartbeat.pop().stop)
+        held = dict(self._tokens)
+        self._tokens.clear()
+        if self._connection is not None:
+            await self._run(self._close, held)
+
+    # ---- plumbing ------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn(connection, *args)` in a worker thread, one call at a time."""
+        if not self._limiters:
+            self._limiters.append(anyio.CapacityLimiter(1))
+        return await anyio.to_thread.run_sync(
+            partial(self._call, fn, *args), limiter=self._limiters[0]
+        )
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._mutex:
+            if self._connection is None:
+                self._connection, self._store_id = open_database(
+                    self.path,
+                    journal_mode=self.journal_mode,
+                    busy_timeout_ms=self.busy_timeout_ms,
+                )
+            return fn(self._connection, *args)
+
+    @staticmethod
+    def _transaction(
+        connection: sqlite3.Connection, body: Callable[[], T], *, write: bool = True
+    ) -> T:
+        connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            result = body()
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        connection.execute("COMMIT")
+        return result
+
+    def _revision(self, incarnation: str, revision: int) -> str:
+        return f"sqlite:{self._store_id}:{incarnation}:{revision}"
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    def _load_stored(self, connection: sqlite3.Connection, session_id: str) -> StoredLog | None:
+        def read() -> tuple[Any, builtins.list[Row]] | None:
+            head = connection.execute(
+                f"SELECT {_HEADER_COLUMNS}, incarnation, revision, next_seq"
+                " FROM sessions WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+            if head is None or head[0] != 0:
+                return None if head is None else (head, [])
+            rows = connection.execute(
+                f"SELECT {_ROW_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+            return head, rows
+
+        found = self._transaction(connection, read, write=False)
+        if found is None:
+            return None
+        head, rows = found
+        meta = _meta(head)
+        incarnation, revision, next_seq = head[9], head[10], head[11]
+        if meta["version"] != 0:
+            return StoredLog(meta, [], self._revision(incarnation, revision))
+        result = scan(rows)
+        events, torn_from = result.events, result.torn_from
+        if torn_from is None and len(events) != next_seq:
+            torn_from = min(len(events), next_seq)
+            del events[torn_from:]
+        marker = None
+        if torn_from is not None:
+            marker = TornMarker(torn_from, len(events), incarnation, revision)
+        self._seen[session_id] = next_seq
+        return StoredLog(meta, events, self._revision(incarnation, revision), marker)
+
+    def _read_stored_revision(self, connection: sqlite3.Connection, session_id: str) -> str | None:
+        row = connection.execute(
+            "SELECT incarnation, revision FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        return None if row is None else self._revision(row[0], row[1])
+
+    def _list_snapshots(self, connection: sqlite3.Connection) -> builtins.list[Snapshot]:
+        rows = connection.execute(
+            f"SELECT {_HEADER_COLUMNS}, incarnation, revision FROM sessions ORDER BY created_at, id"
+        ).fetchall()
+        return [Snapshot(_meta(row), self._revision(row[9], row[10])) for row in rows]
+
+    # ---- writes --------------------------------------------------------------------------
+
+    @staticmethod
+    def _starts_at(session_id: str, first: int | None, stored: int) -> None:
+        if first is not None and first != stored:
+            raise SessionPersistenceError(
+                f"session {session_id} append starts at seq {first}, stored next seq is {stored}"
+            )
+
+    def _append_batch(
+        self,
+        connection: sqlite3.Connection,
+        meta: JsonObject,
+        rows: builtins.list[Row],
+        first: int | None,
+        count: int,
+        is_materialized: bool,
+    ) -> None:
+        session_id: str = meta["id"]
+        if is_materialized and not count:
+            return
+
+        def write() -> int:
+            check_schema(connection, self.path)
+            stored = connection.execute(
+                "SELECT next_seq FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if not is_materialized:
+                if stored is not None:
+                    raise SessionPersistenceError(
+                        f'session "{session_id}" already has a persisted log in "{self.path}" '
+                        "(another writer created it first)"
+                    )
+                next_seq = 0
+            elif stored is None or stored[0] != self._seen.get(session_id):
+                raise StaleWriterError(session_id)
+            else:
+                next_seq = stored[0]
+            self._starts_at(session_id, first, next_seq)
+            check_lock(
+                connection, session_id, self._tokens.get(session_id), stale_ms=self._stale_ms
+            )
+            if is_materialized:
+                connection.execute(
+                    "UPDATE sessions SET revision = revision + 1, next_seq = ? WHERE id = ?",
+                    (next_seq + count, session_id),
+                )
+            else:
+                connection.execute(
+                    f"INSERT INTO sessions ({_HEADER_COLUMNS}, incarnation, revision, next_seq)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
+                    (
+                        meta.get("version", 0),
+                        session_id,
+                        meta["createdAt"],
+                        meta.get("cwd"),
+                        meta.get("parentSession"),
+                        meta.get("seedLength"),
+                        meta.get("origin"),
+                        meta.get("delegationDepth", 0),
+                        meta.get("agentPreset"),
+                        str(uuid.uuid4()),
+                        count,
+                    ),
+                )
+            connection.executemany(_INSERT_ROW, [(session_id, *row) for row in rows])
+            return next_seq + count
+
+        self._seen[session_id] = self._transaction(connection, write)
+
+    def _commit_repair(
+        self,
+        connection: sqlite3.Connection,
+        session_id: str,
+        marker: TornMarker | None,
+        rows: builtins.list[Row],
+        first: int | None,
+        count: int,
+    ) -> None:
+        def write() -> int:
+            check_schema(connection, self.path)
+            stored = connection.execute(
+                "SELECT next_seq, incarnation, revision FROM sessions WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+            if marker is not None:
+                if stored is None or (stored[1], stored[2]) != (
+                    marker.incarnation,
+                    marker.revision,
+                ):
+                    raise SessionPersistenceError(
+                        f"session {session_id} repair is stale: physical tail no longer starts "
+                        f"at seq {marker.delete_from}"
+                    )
+                start = marker.keep
+            elif stored is None or stored[0] != self._seen.get(session_id):
+                raise StaleWriterError(session_id)
+            else:
+                start = stored[0]
+            self._starts_at(session_id, first, start)
+            check_lock(
+                connection, session_id, self._tokens.get(session_id), stale_ms=self._stale_ms
+            )
+            if marker is not None:
+                connection.execute(
+                    "DELETE FROM events WHERE session_id = ? AND seq >= ?",
+                    (session_id, marker.delete_from),
+                )
+            connection.executemany(_INSERT_ROW, [(session_id, *row) for row in rows])
+            connection.execute(
+                "UPDATE sessions SET revision = revision + 1, next_seq = ? WHERE id = ?",
+                (start + count, session_id),
+            )
+            return start + count
+
+        self._seen[session_id] = self._transaction(connection, write)
+
+    # ---- locks ---------------------------------------------------------------------------
+
+    def _acquire_writer(self, connection: sqlite3.Connection, session_id: str) -> None:
+        token = uuid.uuid4().hex
+        self._transaction(
+            connection,
+            partial(check_lock, connection, session_id, token, stale_ms=self._stale_ms),
+        )
+        self._tokens[session_id] = token
+        if not self._heartbeat:
+            self._heartbeat.append(Heartbeat(self._beat, self._heartbeat_s))
+
+    def _release(self, connection: sqlite3.Connection, session_id: str, token: str) -> None:
+        connection.execute(
+            "DELETE FROM session_locks WHERE session_id = ? AND token = ?", (session_id, token)
+        )
+
+    def _beat(self) -> None:
+        """Refresh the heartbeat of every lock this instance holds."""
+        with self._mutex:
+            connection = self._connection
+            tokens = list(self._tokens.items())
+            held = [(now_ms(), session_id, token) for session_id, token in tokens]
+            if connection is None or not held:
+                return
+            self._transaction(
+                connection,
+                partial(
+                    connection.executemany,
+                    "UPDATE session_locks SET heartbeat_at = ? WHERE session_id = ? AND token = ?",
+                    held,
+                ),
+            )
+
+    def _close(self, connection: sqlite3.Connection, held: dict[str, str]) -> None:
+        try:
+            for session_id, token in held.items():
+                self._release(connection, session_id, token)
+        finally:
+            connection.close()
+            self._connection = None

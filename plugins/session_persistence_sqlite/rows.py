@@ -1,0 +1,264 @@
+"""Event rows of the `events` table: encoding a batch and scanning a stored log (spec 02 §7).
+
+One row per event, or one per packed chunk run (`type` = the packed tag, `seq`/`time` = the run's
+`seq0`/`time0`, `ignorable = 0`, at most 1024 members and 1 MiB of `data`). Columns:
+
+- `data`: the JSON text `jsonutil.dumps` writes; from 4096 bytes on a zstd BLOB when smaller.
+- `surface_op`: the JSON text of `surfaceOp`, NULL when absent.
+- `source_event_seqs`: NULL when absent, else LEB128 varints: the first value, then each delta
+  `d` zigzag-mapped (`2d` if `d >= 0`, else `2|d|-1`); an empty BLOB is `[]`.
+- `ignorable`: 1 or NULL (0 on packed rows).
+- `key_order` (**port**): 1 when `surfaceOp` precedes `sourceEventSeqs` (a repair closer), else
+  NULL: envelopes reload in their written key order, `type, seq, time, data, ignorable?`, then
+  the two surface keys.
+
+A stored log is read back with `scan`: the first bad row (undecodable, or not where the previous
+rows end) starts a torn tail unless a valid `turn/end` follows it, which makes it corruption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import zstandard
+
+from plugins.session.jsonutil import dumps, loads
+from plugins.session_persistence.errors import SessionPersistenceCorruptionError
+from plugins.session_persistence.packing import (
+    CHUNK_TAGS,
+    MIN_RUN,
+    MalformedStorageRowError,
+    decode_record,
+    encode_records,
+)
+
+__all__ = [
+    "MAX_PACKED_BYTES",
+    "MAX_PACKED_MEMBERS",
+    "ZSTD_THRESHOLD",
+    "Row",
+    "Scan",
+    "decode_seqs",
+    "encode_rows",
+    "encode_seqs",
+    "scan",
+]
+
+JsonObject = dict[str, Any]
+#: `(seq, type, time, data, source_event_seqs, surface_op, ignorable, key_order)`
+Row = tuple[int, str, int, str | bytes, bytes | None, str | None, int | None, int | None]
+
+#: Largest packed row, in members and in bytes of its `data` JSON text.
+MAX_PACKED_MEMBERS: Final = 1024
+MAX_PACKED_BYTES: Final = 1 << 20
+#: `data` texts of at least this many bytes are stored zstd-compressed when that is smaller.
+ZSTD_THRESHOLD: Final = 4096
+
+_SURFACE_FIRST: Final = 1
+_compressor = zstandard.ZstdCompressor(level=3)
+_decompressor = zstandard.ZstdDecompressor()
+
+
+class _BadRow(ValueError):
+    """A row that does not decode."""
+
+
+# ---- LEB128 ---------------------------------------------------------------------------------
+
+
+def _varint(value: int, out: bytearray) -> None:
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def encode_seqs(seqs: Sequence[int]) -> bytes:
+    """`sourceEventSeqs` as LEB128 varints: the first value, then zigzag-mapped deltas."""
+    out = bytearray()
+    previous = 0
+    for index, value in enumerate(seqs):
+        if index == 0:
+            if value < 0:
+                raise ValueError(f"sourceEventSeqs holds a negative seq {value}")
+            _varint(value, out)
+        else:
+            delta = value - previous
+            _varint(2 * delta if delta >= 0 else -2 * delta - 1, out)
+        previous = value
+    return bytes(out)
+
+
+def decode_seqs(blob: bytes) -> list[int]:
+    """The inverse of `encode_seqs`; raises `ValueError` for a truncated or negative list."""
+    values: list[int] = []
+    current = shift = 0
+    for byte in blob:
+        current |= (byte & 0x7F) << shift
+        if byte & 0x80:
+            shift += 7
+            continue
+        if values:
+            delta = current >> 1 if not current & 1 else -((current + 1) >> 1)
+            current = values[-1] + delta
+            if current < 0:
+                raise ValueError("sourceEventSeqs decodes to a negative seq")
+        values.append(current)
+        current = shift = 0
+    if shift:
+        raise ValueError("sourceEventSeqs ends inside a varint")
+    return values
+
+
+# ---- writing --------------------------------------------------------------------------------
+
+
+def _data_column(value: object) -> str | bytes:
+    text = dumps(value)
+    if len(text) * 4 < ZSTD_THRESHOLD:  # at most 4 UTF-8 bytes a character
+        return text
+    raw = text.encode()
+    if len(raw) < ZSTD_THRESHOLD:
+        return text
+    packed = _compressor.compress(raw)
+    return packed if len(packed) < len(raw) else text
+
+
+def _event_row(event: JsonObject) -> Row:
+    seqs = event.get("sourceEventSeqs")
+    surface_first = 0
+    if seqs is not None and "surfaceOp" in event:
+        keys = list(event)
+        surface_first = keys.index("surfaceOp") < keys.index("sourceEventSeqs")
+    return (
+        event["seq"],
+        event["type"],
+        event["time"],
+        _data_column(event["data"]),
+        None if seqs is None else encode_seqs(seqs),
+        dumps(event["surfaceOp"]) if "surfaceOp" in event else None,
+        1 if event.get("ignorable") is True else None,
+        _SURFACE_FIRST if surface_first else None,
+    )
+
+
+def _packed_rows(members: list[JsonObject], record: JsonObject | None = None) -> Iterable[Row]:
+    """Rows of one packable run (`record` is its packed form when already built), split to the
+    member and byte limits; a rest shorter than a packable run is stored unpacked."""
+    if len(members) < MIN_RUN:
+        yield from (_event_row(event) for event in members)
+        return
+    if len(members) > MAX_PACKED_MEMBERS:
+        for start in range(0, len(members), MAX_PACKED_MEMBERS):
+            yield from _packed_rows(members[start : start + MAX_PACKED_MEMBERS])
+        return
+    if record is None:
+        (record,) = encode_records(members, pack=True)
+    text = dumps(record["data"])
+    data: str | bytes = text
+    raw = text.encode()
+    if len(raw) >= ZSTD_THRESHOLD:
+        if len(raw) > MAX_PACKED_BYTES:
+            half = len(members) // 2
+            yield from _packed_rows(members[:half])
+            yield from _packed_rows(members[half:])
+            return
+        packed = _compressor.compress(raw)
+        if len(packed) < len(raw):
+            data = packed
+    yield (record["seq0"], record["type"], record["time0"], data, None, None, 0, None)
+
+
+def encode_rows(events: Sequence[JsonObject]) -> list[Row]:
+    """The `events` rows of one batch, packing runs of >= 3 streaming deltas."""
+    rows: list[Row] = []
+    position = 0
+    for record in encode_records(events, pack=True):
+        if record["type"] in CHUNK_TAGS:
+            count = len(record["data"]["dt"]) + 1
+            rows.extend(_packed_rows(list(events[position : position + count]), record))
+            position += count
+        else:
+            rows.append(_event_row(record))
+            position += 1
+    return rows
+
+
+# ---- reading --------------------------------------------------------------------------------
+
+
+def _json_column(value: object) -> Any:
+    if isinstance(value, bytes):
+        try:
+            value = _decompressor.decompress(value).decode()
+        except (zstandard.ZstdError, UnicodeDecodeError) as error:
+            raise _BadRow(f"data does not decompress: {error}") from None
+    if not isinstance(value, str):
+        raise _BadRow("data is neither text nor a zstd blob")
+    return loads(value)
+
+
+def decode_row(row: Row) -> list[JsonObject]:
+    """The events one row stands for; raises `ValueError` when the row is invalid."""
+    seq, kind, time, data, seqs, op, ignorable, key_order = row
+    if kind in CHUNK_TAGS:
+        if ignorable != 0 or seqs is not None or op is not None or key_order is not None:
+            raise _BadRow("packed row with event columns")
+        record = {"type": kind, "seq0": seq, "time0": time, "data": _json_column(data)}
+        try:
+            return decode_record(record)
+        except MalformedStorageRowError as error:
+            raise _BadRow(str(error)) from None
+    if ignorable not in (None, 1) or key_order not in (None, _SURFACE_FIRST):
+        raise _BadRow("bad ignorable or key_order column")
+    event: JsonObject = {"type": kind, "seq": seq, "time": time, "data": _json_column(data)}
+    if ignorable == 1:
+        event["ignorable"] = True
+    seq_list = None if seqs is None else decode_seqs(seqs)
+    if key_order == _SURFACE_FIRST:
+        if op is None or seq_list is None:
+            raise _BadRow("key_order set without both surface columns")
+        event["surfaceOp"] = loads(op)
+        event["sourceEventSeqs"] = seq_list
+    else:
+        if seq_list is not None:
+            event["sourceEventSeqs"] = seq_list
+        if op is not None:
+            event["surfaceOp"] = loads(op)
+    return [event]
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """A stored log's committed events and, when its tail is torn, where the tail starts:
+    `torn_from` is the first physical seq to delete and `events` ends at the break."""
+
+    events: list[JsonObject]
+    torn_from: int | None
+
+
+def scan(rows: Iterable[Row]) -> Scan:
+    """Decode rows in seq order: a bad row followed by a valid `turn/end` is corruption
+    (`corrupt session log: invalid committed physical row at seq <n>`), else a torn tail."""
+    events: list[JsonObject] = []
+    torn_from: int | None = None
+    broken_at = 0
+    for row in rows:
+        seq = row[0]
+        try:
+            decoded = decode_row(row)
+        except ValueError:
+            decoded = None
+        if torn_from is None:
+            if decoded is not None and seq == len(events):
+                events.extend(decoded)
+                continue
+            broken_at = len(events)
+            torn_from = min(seq, broken_at)
+        if decoded is not None and any(event["type"] == "turn/end" for event in decoded):
+            raise SessionPersistenceCorruptionError(
+                f"corrupt session log: invalid committed physical row at seq {broken_at}"
+            )
+    return Scan(events, torn_from)

@@ -1,0 +1,233 @@
+"""Backend hooks over a real database: rows, revisions, next-seq and stale checks, repair."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlite_helpers import backend, connect, event, meta, open_turn, turn, write
+
+from plugins.session.jsonutil import dumps
+from plugins.session_persistence.errors import (
+    SessionPersistenceCorruptionError,
+    SessionPersistenceError,
+    StaleWriterError,
+)
+from plugins.session_persistence_sqlite import TornMarker
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_round_trip_keeps_header_and_json_text(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    m = meta(parentSession="p", seedLength=2, origin="subagent", agentPreset="coder")
+    events = turn(0) + turn(8, 2)
+    await write(b, m, [events[:5], events[5:]])
+    stored = await backend(tmp_path).load_stored("s1")
+    assert stored is not None
+    assert stored.meta == {**m, "delegationDepth": 0}
+    assert list(stored.meta) == [
+        "version",
+        "id",
+        "createdAt",
+        "cwd",
+        "parentSession",
+        "seedLength",
+        "origin",
+        "delegationDepth",
+        "agentPreset",
+    ]
+    assert [dumps(e) for e in stored.events] == [dumps(e) for e in events]
+    assert stored.torn_marker is None
+    await b.aclose()
+
+
+async def test_revision_names_store_incarnation_and_counter(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    assert await b.read_stored_revision("s1") is None
+    await write(b, meta(), [turn(0)])
+    with connect(tmp_path) as db:
+        (store_id,) = db.execute("SELECT store_id FROM persistence_state").fetchone()
+        (incarnation,) = db.execute("SELECT incarnation FROM sessions").fetchone()
+    first = await b.read_stored_revision("s1")
+    assert first == f"sqlite:{store_id}:{incarnation}:1"
+    await b.append_batch(meta(), turn(8, 2), is_materialized=True)
+    assert await b.read_stored_revision("s1") == f"sqlite:{store_id}:{incarnation}:2"
+    snapshots = await b.list_snapshots()
+    assert [s.revision for s in snapshots] == [f"sqlite:{store_id}:{incarnation}:2"]
+    with connect(tmp_path) as db:
+        db.execute("DELETE FROM sessions")
+    await b.append_batch(meta(), turn(0), is_materialized=False)
+    again = await b.read_stored_revision("s1")
+    assert again is not None
+    assert again.endswith(":1")
+    assert incarnation not in again
+    other = backend(tmp_path / "other")
+    await write(other, meta(), [turn(0)])
+    assert (await other.read_stored_revision("s1") or "").split(":")[1] != store_id
+    await b.aclose()
+    await other.aclose()
+
+
+async def test_append_must_start_at_the_stored_next_seq(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    with pytest.raises(
+        SessionPersistenceError, match=r"^session s1 append starts at seq 1, stored next seq is 0$"
+    ):
+        await b.append_batch(meta(), turn(1), is_materialized=False)
+    assert await b.read_stored_revision("s1") is None
+    await write(b, meta(), [turn(0)])
+    with pytest.raises(
+        SessionPersistenceError, match=r"^session s1 append starts at seq 9, stored next seq is 8$"
+    ):
+        await b.append_batch(meta(), turn(9), is_materialized=True)
+    assert await b.read_stored_revision("s1") == (await b.list_snapshots())[0].revision
+    await b.aclose()
+
+
+async def test_a_failing_batch_is_rolled_back(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    await write(b, meta(), [turn(0)])
+    before = await b.read_stored_revision("s1")
+    batch = turn(8, 2)
+    batch[3]["time"] = 2**70  # not representable as an SQLite INTEGER: fails mid-insert
+    with pytest.raises(OverflowError):
+        await b.append_batch(meta(), batch, is_materialized=True)
+    assert await b.read_stored_revision("s1") == before
+    await b.append_batch(meta(), turn(8, 2), is_materialized=True)
+    stored = await b.load_stored("s1")
+    assert stored is not None
+    assert stored.events == turn(0) + turn(8, 2)
+    await b.aclose()
+
+
+async def test_lost_materialization_race_and_stale_writer(tmp_path: Path) -> None:
+    a, b = backend(tmp_path), backend(tmp_path)
+    await write(a, meta(), [turn(0)])
+    with pytest.raises(SessionPersistenceError, match="another writer created it first"):
+        await b.append_batch(meta(), turn(0), is_materialized=False)
+    assert await b.load_stored("s1") is not None
+    await a.append_batch(meta(), turn(8, 2), is_materialized=True)
+    with pytest.raises(StaleWriterError) as caught:
+        await b.append_batch(meta(), turn(16, 3), is_materialized=True)
+    assert str(caught.value) == (
+        'session "s1" changed on disk since this process last read it; reload it before writing'
+    )
+    assert await b.load_stored("s1") is not None  # b has seen the new tail now
+    await b.append_batch(meta(), turn(16, 3), is_materialized=True)
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_list_orders_by_created_at_then_id(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    await b.append_batch(meta("b", createdAt=5), turn(0), is_materialized=False)
+    await b.append_batch(meta("a", createdAt=9, cwd=None), turn(0), is_materialized=False)
+    await b.append_batch(meta("c", createdAt=5, delegationDepth=2), turn(0), is_materialized=False)
+    assert await b.list() == [
+        {"version": 0, "id": "b", "createdAt": 5, "cwd": "/home/u/proj", "delegationDepth": 0},
+        {"version": 0, "id": "c", "createdAt": 5, "cwd": "/home/u/proj", "delegationDepth": 2},
+        {"version": 0, "id": "a", "createdAt": 9, "delegationDepth": 0},
+    ]
+    await b.aclose()
+
+
+async def test_other_versions_load_without_events(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    await write(b, meta(), [turn(0)])
+    with connect(tmp_path) as db:
+        db.execute("UPDATE sessions SET version = 3")
+        db.execute("UPDATE events SET data = 'not json'")
+    stored = await b.load_stored("s1")
+    assert stored is not None
+    assert stored.meta["version"] == 3
+    assert stored.events == []
+    await b.aclose()
+
+
+async def test_read_raw_is_refused(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    with pytest.raises(
+        SessionPersistenceError,
+        match=r"^this session persistence backend does not expose raw artifacts$",
+    ):
+        await b.read_raw("s1")
+    assert b.locate(meta()).kind == "database"
+
+
+async def test_torn_rows_are_repaired_in_one_transaction(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    events = turn(0) + open_turn(8, 2)
+    await write(b, meta(), [events])
+    with connect(tmp_path) as db:
+        db.execute("UPDATE events SET data = x'00' WHERE seq = 9")
+    stored = await b.load_stored("s1")
+    assert stored is not None
+    assert stored.events == events[:9]
+    assert isinstance(stored.torn_marker, TornMarker)
+    assert stored.torn_marker.delete_from == 9
+    closers = [event(9, "turn/end", {"turn": 2, "reason": {"kind": "interrupted"}})]
+    await b.commit_repair(stored.meta, stored.torn_marker, closers)
+    again = await backend(tmp_path).load_stored("s1")
+    assert again is not None
+    assert again.torn_marker is None
+    assert again.events == events[:9] + closers
+    assert again.revision != stored.revision
+    await b.append_batch(meta(), turn(10, 3), is_materialized=True)
+    await b.aclose()
+
+
+async def test_missing_tail_rows_are_a_torn_tail(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    await write(b, meta(), [turn(0) + open_turn(8, 2)])
+    with connect(tmp_path) as db:
+        db.execute("DELETE FROM events WHERE seq >= 10")
+    stored = await b.load_stored("s1")
+    assert stored is not None
+    assert len(stored.events) == 10
+    assert isinstance(stored.torn_marker, TornMarker)
+    await b.commit_repair(stored.meta, stored.torn_marker, [])
+    with connect(tmp_path) as db:
+        assert db.execute("SELECT next_seq FROM sessions").fetchone() == (10,)
+    await b.aclose()
+
+
+async def test_corrupt_rows_raise_and_stay_untouched(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    await write(b, meta(), [turn(0) + turn(8, 2)])
+    with connect(tmp_path) as db:
+        db.execute("UPDATE events SET data = '{' WHERE seq = 2")  # the packed row
+        before = db.execute("SELECT * FROM events ORDER BY seq").fetchall()
+    with pytest.raises(
+        SessionPersistenceCorruptionError,
+        match=r"^corrupt session log: invalid committed physical row at seq 2$",
+    ):
+        await b.load_stored("s1")
+    with connect(tmp_path) as db:
+        assert db.execute("SELECT * FROM events ORDER BY seq").fetchall() == before
+    await b.aclose()
+
+
+async def test_a_repair_against_a_moved_tail_is_stale(tmp_path: Path) -> None:
+    a, b = backend(tmp_path), backend(tmp_path)
+    await write(a, meta(), [open_turn(0)])
+    with connect(tmp_path) as db:
+        db.execute("UPDATE events SET data = '[' WHERE seq = 1")
+    first = await a.load_stored("s1")
+    second = await b.load_stored("s1")
+    assert first is not None
+    assert second is not None
+    closers = [event(1, "turn/end", {"turn": 1, "reason": {"kind": "interrupted"}})]
+    await a.commit_repair(first.meta, first.torn_marker, closers)
+    with pytest.raises(
+        SessionPersistenceError,
+        match=r"^session s1 repair is stale: physical tail no longer starts at seq 1$",
+    ):
+        await b.commit_repair(second.meta, second.torn_marker, closers)
+    third = await b.load_stored("s1")
+    assert third is not None
+    assert third.events == [open_turn(0)[0], *closers]
+    with pytest.raises(TypeError):
+        await b.commit_repair(third.meta, object(), [])
+    await a.aclose()
+    await b.aclose()
