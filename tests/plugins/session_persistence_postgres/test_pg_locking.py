@@ -1,0 +1,166 @@
+"""Writer exclusion: advisory locks on a dedicated connection, owner rows, process death,
+transient transaction locks, and a dropped lock connection."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from pg_helpers import backend, event, execute, meta, turn
+from postgres_support import PostgresTarget
+
+from plugins.session_persistence.errors import SessionLockedError
+from plugins.session_persistence_postgres import PostgresBackend, lock_key
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+CHILD = Path(__file__).with_name("pg_child.py")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def spawn_holder(target: PostgresTarget, session_id: str) -> subprocess.Popen[str]:
+    """A child process that holds `session_id`'s writer lock once it printed `ready`."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), "hold", target.dsn, target.schema, session_id],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "ready"
+    return child
+
+
+def terminate_lock_connection(target: PostgresTarget, b: PostgresBackend) -> None:
+    """Kill the backend's lock connection on the server and wait until it is gone."""
+    pid = b._lock_pid
+    execute(target, "SELECT pg_terminate_backend(%s)", pid)
+    for _ in range(500):
+        if execute(target, "SELECT count(*) FROM pg_locks WHERE pid = %s", pid) == [(0,)]:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"server process {pid} did not exit")
+
+
+def test_lock_key_is_the_first_8_bytes_of_sha256_signed() -> None:
+    digest = hashlib.sha256(b"dsh-session:abc").digest()
+    assert lock_key("abc") == int.from_bytes(digest[:8], "big", signed=True)
+    assert -(2**63) <= lock_key("\ud800 x") < 2**63
+
+
+async def test_live_lock_excludes_other_instances_and_names_the_owner(
+    postgres: PostgresTarget,
+) -> None:
+    owner, other = backend(postgres), backend(postgres)
+    await owner.append_batch(meta(), turn(0), is_materialized=False)
+    await owner.acquire_writer("s1")
+    await owner.acquire_writer("s1")  # re-entrant
+    with pytest.raises(SessionLockedError) as caught:
+        await other.acquire_writer("s1")
+    error = caught.value
+    assert (error.session_id, error.pid, error.host) == ("s1", os.getpid(), socket.gethostname())
+    assert str(error) == (
+        f'session "s1" is locked by another writer (pid {os.getpid()} on host '
+        f"{socket.gethostname()})"
+    )
+    await other.load_stored("s1")
+    with pytest.raises(SessionLockedError):  # a transient write: pg_try_advisory_xact_lock
+        await other.append_batch(meta(), turn(5, 2), is_materialized=True)
+    locks = execute(
+        postgres,
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s",
+        owner._lock_pid,
+    )
+    assert locks == [(1,)]
+    await owner.release_writer("s1")
+    assert execute(postgres, "SELECT count(*) FROM dsh_session_owners") == [(0,)]
+    await other.acquire_writer("s1")
+    await other.append_batch(meta(), turn(5, 2), is_materialized=True)
+    await other.aclose()
+    await owner.aclose()
+
+
+async def test_aclose_frees_every_lock_and_owner_row(postgres: PostgresTarget) -> None:
+    owner, other = backend(postgres), backend(postgres)
+    for session_id in ("a", "b"):
+        await owner.acquire_writer(session_id)
+    assert execute(postgres, "SELECT count(*) FROM dsh_session_owners") == [(2,)]
+    await owner.aclose()
+    assert execute(postgres, "SELECT count(*) FROM dsh_session_owners") == [(0,)]
+    for session_id in ("a", "b"):
+        await other.acquire_writer(session_id)
+    await other.aclose()
+
+
+async def test_a_dropped_lock_connection_is_reacquired_on_the_next_write(
+    postgres: PostgresTarget,
+) -> None:
+    owner = backend(postgres)
+    await owner.acquire_writer("s1")
+    await owner.append_batch(meta(), turn(0), is_materialized=False)
+    first_pid = owner._lock_pid
+    terminate_lock_connection(postgres, owner)
+    await owner.append_batch(meta(), turn(5, 2), is_materialized=True)
+    assert owner._lock_pid != first_pid
+    other = backend(postgres)
+    with pytest.raises(SessionLockedError):
+        await other.acquire_writer("s1")
+    await owner.aclose()
+    await other.aclose()
+
+
+async def test_a_dropped_lock_taken_by_another_writer_refuses_the_next_write(
+    postgres: PostgresTarget,
+) -> None:
+    owner, thief = backend(postgres), backend(postgres)
+    await owner.acquire_writer("s1")
+    await owner.append_batch(meta(), turn(0), is_materialized=False)
+    terminate_lock_connection(postgres, owner)
+    await thief.acquire_writer("s1")
+    with pytest.raises(SessionLockedError) as caught:
+        await owner.append_batch(meta(), turn(5, 2), is_materialized=True)
+    assert caught.value.pid == os.getpid()
+    stored = await thief.load_stored("s1")
+    assert stored is not None
+    assert len(stored.events) == 5
+    await thief.release_writer("s1")
+    await owner.append_batch(meta(), turn(5, 2), is_materialized=True)  # free again: re-acquired
+    await owner.aclose()
+    await thief.aclose()
+
+
+async def test_process_death_frees_the_lock(postgres: PostgresTarget) -> None:
+    child = spawn_holder(postgres, "held")
+    try:
+        b = backend(postgres)
+        with pytest.raises(SessionLockedError) as caught:
+            await b.acquire_writer("held")
+        assert (caught.value.pid, caught.value.host) == (child.pid, socket.gethostname())
+        stored = await b.load_stored("held")
+        assert stored is not None
+        with pytest.raises(SessionLockedError):
+            await b.append_batch(stored.meta, [event(2, "step/end", {})], is_materialized=True)
+        assert await b.read_stored_revision("held") == stored.revision
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    with anyio.fail_after(10):
+        while True:
+            try:
+                await b.acquire_writer("held")
+                break
+            except SessionLockedError:
+                await anyio.sleep(0.02)
+    await b.append_batch(
+        stored.meta, [event(2, "step/end", {"turn": 1, "step": 1})], is_materialized=True
+    )
+    await b.aclose()
