@@ -40,12 +40,11 @@ _DATA_KEYS: Final = ("turn", "step", "chunk")
 _TEXT_CHUNK_KEYS: Final = ("type", "index", "text")
 _TOOL_CHUNK_KEYS: Final = ("type", "index", "id", "argumentsDelta")
 _NAMED_TOOL_CHUNK_KEYS: Final = ("type", "index", "id", "name", "argumentsDelta")
-_TAG_OF_DELTA: Final = {
-    "text-delta": "text-chunks",
-    "reasoning-delta": "reasoning-chunks",
-    "tool-call-delta": "tool-call-chunks",
+_DELTA_OF_TAG: Final = {
+    "text-chunks": "text-delta",
+    "reasoning-chunks": "reasoning-delta",
+    "tool-call-chunks": "tool-call-delta",
 }
-_DELTA_OF_TAG: Final = {tag: delta for delta, tag in _TAG_OF_DELTA.items()}
 _ROW_KEYS: Final = frozenset({"type", "seq0", "time0", "data"})
 _TEXT_DATA_KEYS: Final = frozenset({"turn", "step", "index", "dt", "texts"})
 _TOOL_DATA_KEYS: Final = frozenset({"turn", "step", "index", "dt", "id", "args"})
@@ -64,10 +63,11 @@ def _is_int(value: object) -> bool:
     return type(value) is int and -_MAX_SAFE <= value <= _MAX_SAFE
 
 
-def _member(event: JsonObject) -> tuple[Any, ...] | None:
-    """The run key of a packable event (everything members of one row share), else None.
+def _member(event: JsonObject) -> tuple[tuple[Any, ...], str] | None:
+    """The run key and payload text of a packable event, else None.
 
-    The key is `(tag, turn, step, index, id, has_name, name)`.
+    The key (`(tag, turn, step, index, id, has_name, name)`) is what members of one row share.
+    This runs for every event written, so the checks are inlined.
     """
     if event.get("type") != "assistant/chunk" or tuple(event) != _EVENT_KEYS:
         return None
@@ -77,46 +77,52 @@ def _member(event: JsonObject) -> tuple[Any, ...] | None:
     chunk = data["chunk"]
     if type(chunk) is not dict:
         return None
-    kind = chunk.get("type")
-    tag = _TAG_OF_DELTA.get(kind) if type(kind) is str else None
-    if tag is None:
-        return None
-    if not (_is_int(event["seq"]) and _is_int(event["time"]) and event["seq"] >= 0):
-        return None
-    turn, step, index = data["turn"], data["step"], chunk["index"]
-    if not (_is_int(turn) and _is_int(step) and _is_int(index)):
+    seq, time, turn, step = event["seq"], event["time"], data["turn"], data["step"]
+    if not (
+        type(seq) is int
+        and type(time) is int
+        and type(turn) is int
+        and type(step) is int
+        and 0 <= seq <= _MAX_SAFE
+        and -_MAX_SAFE <= time <= _MAX_SAFE
+        and -_MAX_SAFE <= turn <= _MAX_SAFE
+        and -_MAX_SAFE <= step <= _MAX_SAFE
+    ):
         return None
     keys = tuple(chunk)
-    if tag != "tool-call-chunks":
-        if keys != _TEXT_CHUNK_KEYS or type(chunk["text"]) is not str:
+    kind = chunk["type"]
+    if keys == _TEXT_CHUNK_KEYS:
+        if kind == "text-delta":
+            tag = "text-chunks"
+        elif kind == "reasoning-delta":
+            tag = "reasoning-chunks"
+        else:
             return None
-        return (tag, turn, step, index, None, False, None)
-    if keys == _NAMED_TOOL_CHUNK_KEYS:
-        name = chunk["name"]
-        if type(name) is not str:
+        text, call_id, named, name = chunk["text"], None, False, None
+    elif kind != "tool-call-delta":
+        return None
+    elif keys == _NAMED_TOOL_CHUNK_KEYS:
+        tag, call_id, named, name = "tool-call-chunks", chunk["id"], True, chunk["name"]
+        text = chunk["argumentsDelta"]
+        if type(name) is not str or type(call_id) is not str:
             return None
-        named = True
     elif keys == _TOOL_CHUNK_KEYS:
-        name, named = None, False
+        tag, call_id, named, name = "tool-call-chunks", chunk["id"], False, None
+        text = chunk["argumentsDelta"]
+        if type(call_id) is not str:
+            return None
     else:
         return None
-    if type(chunk["id"]) is not str or type(chunk["argumentsDelta"]) is not str:
+    index = chunk["index"]
+    if type(text) is not str or type(index) is not int or not -_MAX_SAFE <= index <= _MAX_SAFE:
         return None
-    return (tag, turn, step, index, chunk["id"], named, name)
+    return (tag, turn, step, index, call_id, named, name), text
 
 
-def _payload(event: JsonObject) -> str:
-    chunk = event["data"]["chunk"]
-    text = chunk["argumentsDelta"] if chunk["type"] == "tool-call-delta" else chunk["text"]
-    assert isinstance(text, str)
-    return text
-
-
-def _row(key: tuple[Any, ...], run: Sequence[JsonObject]) -> JsonObject:
+def _row(key: tuple[Any, ...], run: Sequence[JsonObject], texts: list[str]) -> JsonObject:
     tag, turn, step, index, call_id, named, name = key
     first = run[0]
     dt = [run[k]["time"] - run[k - 1]["time"] for k in range(1, len(run))]
-    texts = [_payload(event) for event in run]
     data: JsonObject = {"turn": turn, "step": step, "index": index, "dt": dt}
     if tag == "tool-call-chunks":
         data["id"] = call_id
@@ -137,28 +143,32 @@ def encode_records(events: Sequence[JsonObject], *, pack: bool) -> list[JsonObje
         return list(events)
     records: list[JsonObject] = []
     run: list[JsonObject] = []
+    texts: list[str] = []
     run_key: tuple[Any, ...] | None = None
-
-    def close_run() -> None:
+    for event in events:
+        member = _member(event)
+        if member is not None:
+            key, text = member
+            if key == run_key:
+                previous = run[-1]
+                gap = event["time"] - previous["time"]
+                if event["seq"] == previous["seq"] + 1 and -_MAX_SAFE <= gap <= _MAX_SAFE:
+                    run.append(event)
+                    texts.append(text)
+                    continue
         if len(run) >= MIN_RUN:
-            records.append(_row(run_key, run))  # type: ignore[arg-type]
+            records.append(_row(run_key, run, texts))  # type: ignore[arg-type]
         else:
             records.extend(run)
-
-    for event in events:
-        key = _member(event)
-        if key is not None and key == run_key:
-            previous = run[-1]
-            if event["seq"] == previous["seq"] + 1 and _is_int(event["time"] - previous["time"]):
-                run.append(event)
-                continue
-        close_run()
-        if key is None:
+        if member is None:
             records.append(event)
-            run, run_key = [], None
+            run, texts, run_key = [], [], None
         else:
-            run, run_key = [event], key
-    close_run()
+            run, texts, run_key = [event], [member[1]], member[0]
+    if len(run) >= MIN_RUN:
+        records.append(_row(run_key, run, texts))  # type: ignore[arg-type]
+    else:
+        records.extend(run)
     return records
 
 
