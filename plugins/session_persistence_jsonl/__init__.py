@@ -7,10 +7,11 @@ and packed chunk rows.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from framework import Context
 from plugins.session_persistence import Config as PersistenceConfig
@@ -47,6 +48,16 @@ class Config(PersistenceConfig):
     compression: Literal["zstd", "none"] = "zstd"
     #: Store runs of streaming deltas as packed chunk rows.
     pack_chunks: bool = Field(default=True, alias="packChunks")
+
+    @field_validator("root")
+    @classmethod
+    def _absolute_root(cls, root: str | None) -> str | None:
+        if root is None:
+            return None
+        expanded = os.path.expanduser(root)
+        if not os.path.isabs(expanded):
+            raise ValueError(f"root must be an absolute path (or start with ~), got {root!r}")
+        return expanded
 
     def backend(self) -> JsonlBackend:
         """A backend for this configuration."""

@@ -111,9 +111,16 @@ def compress_frame(plaintext: bytes) -> bytes:
     return compressor.compress(plaintext)
 
 
+def _decompressor() -> zstandard.ZstdDecompressor:
+    decompressor: zstandard.ZstdDecompressor | None = getattr(_local, "decompressor", None)
+    if decompressor is None:
+        decompressor = _local.decompressor = zstandard.ZstdDecompressor()
+    return decompressor
+
+
 def decompress_frame(frame: bytes | memoryview) -> bytes:
     """Decompress one complete frame, verifying its checksum; raises `zstandard.ZstdError`."""
-    decompressor = zstandard.ZstdDecompressor().decompressobj()
+    decompressor = _decompressor().decompressobj()
     out = decompressor.decompress(bytes(frame))
     if not decompressor.eof:
         raise zstandard.ZstdError("frame ended before its last block")
@@ -122,7 +129,7 @@ def decompress_frame(frame: bytes | memoryview) -> bytes:
 
 def decompress_torn(frame: bytes | memoryview) -> bytes:
     """Best effort for a frame cut by EOF: whatever its complete blocks decode to."""
-    decompressor = zstandard.ZstdDecompressor().decompressobj()
+    decompressor = _decompressor().decompressobj()
     out: list[bytes] = []
     for piece in range(0, len(frame), _TORN_PIECE):
         try:

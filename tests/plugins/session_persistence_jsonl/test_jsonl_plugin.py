@@ -27,7 +27,14 @@ def test_plugin_identity_and_config(monkeypatch: pytest.MonkeyPatch, tmp_path: P
         jsonl.Config.model_validate({"packChunks": False, "writeBatchMaxDelayMs": 5}).pack_chunks
         is False
     )
-    for bad in ({"compression": "gzip"}, {"rooot": "/x"}, {"write_batch_max_delay_ms": 0}):
+    assert jsonl.Config(root="~/logs").root == str(Path.home() / "logs")
+    bad_configs = (
+        {"compression": "gzip"},
+        {"rooot": "/x"},
+        {"write_batch_max_delay_ms": 0},
+        {"root": "relative/logs"},
+    )
+    for bad in bad_configs:
         with pytest.raises(ValidationError):
             jsonl.Config.model_validate(bad)
     monkeypatch.setenv("DSH_HOME", str(tmp_path))
