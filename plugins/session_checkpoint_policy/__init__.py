@@ -1,0 +1,24 @@
+"""session-checkpoint-policy: semantic durability barriers for persisted agents.
+
+Zero-config namespace plugin (the seed's plugin). It checkpoints the event-sourced session before
+a model adapter receives a request (`llm/stream`), before a top-level tool body may cause an
+external side effect (`tools/execute`), and at each `agent/pre-step` boundary. It adds no prompt,
+tool schema or session event; `sessionPersistence` is injected only as a presence gate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .barriers import install
+from .metrics import CheckpointFlushed
+
+__all__ = ["CheckpointFlushed", "apply", "inject", "name"]
+
+name = "session-checkpoint-policy"
+inject = ["llm", "sessionPersistence", "sessions", "tools"]
+
+
+def apply(ctx: Any, config: Any) -> None:
+    """Install the three barriers; they are removed when the fiber is disposed."""
+    install(ctx)
