@@ -1,11 +1,12 @@
 """The SQLite storage engine: every session in one database file (spec 02 §7).
 
-Threading: the stdlib `sqlite3` connection is used by one thread at a time. Every operation runs
-in an anyio worker thread (`anyio.to_thread.run_sync`) behind a `CapacityLimiter(1)`, so the
-event loop never blocks, callers queue in async land, and asyncio and trio behave alike; the
-connection is opened with `check_same_thread=False` because the pool may hand out a different
-thread between calls. A `threading.Lock` serializes those calls with the lock heartbeat thread.
-Cancelling a caller never abandons a running statement (the worker finishes its transaction).
+Threading: the stdlib `sqlite3` connection is used by one thread at a time. Every operation
+(row encoding included) runs in an anyio worker thread (`anyio.to_thread.run_sync`) behind a
+`CapacityLimiter(1)`, so the event loop never blocks, callers queue in async land, and asyncio
+and trio behave alike; the connection is opened with `check_same_thread=False` because the pool
+may hand out a different thread between calls. A `threading.Lock` serializes those calls with
+the lock heartbeat thread. Cancelling a caller never abandons a running statement (the worker
+finishes its transaction first).
 """
 
 from __future__ import annotations
@@ -138,9 +139,7 @@ class SqliteBackend:
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
         """One `BEGIN IMMEDIATE` transaction: checks, the session row on first write, rows."""
-        rows = encode_rows(events)
-        first = events[0]["seq"] if events else None
-        await self._run(self._append_batch, meta, rows, first, len(events), is_materialized)
+        await self._run(self._append_batch, meta, list(events), is_materialized)
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -150,9 +149,7 @@ class SqliteBackend:
             raise TypeError(f"not a SQLite torn-tail marker: {marker!r}")
         if marker is None and not closers:
             return
-        rows = encode_rows(closers)
-        first = closers[0]["seq"] if closers else None
-        await self._run(self._commit_repair, meta["id"], marker, rows, first, len(closers))
+        await self._run(self._commit_repair, meta["id"], marker, list(closers))
 
     async def list(self) -> builtins.list[JsonObject]:
         """Headers (meta form) of every stored session, by `(createdAt, id)`."""
@@ -279,14 +276,15 @@ class SqliteBackend:
         self,
         connection: sqlite3.Connection,
         meta: JsonObject,
-        rows: builtins.list[Row],
-        first: int | None,
-        count: int,
+        events: builtins.list[JsonObject],
         is_materialized: bool,
     ) -> None:
         session_id: str = meta["id"]
-        if is_materialized and not count:
+        if is_materialized and not events:
             return
+        rows = encode_rows(events)
+        first = events[0]["seq"] if events else None
+        count = len(events)
 
         def write() -> int:
             check_schema(connection, self.path)
@@ -341,10 +339,12 @@ class SqliteBackend:
         connection: sqlite3.Connection,
         session_id: str,
         marker: TornMarker | None,
-        rows: builtins.list[Row],
-        first: int | None,
-        count: int,
+        closers: builtins.list[JsonObject],
     ) -> None:
+        rows = encode_rows(closers)
+        first = closers[0]["seq"] if closers else None
+        count = len(closers)
+
         def write() -> int:
             check_schema(connection, self.path)
             stored = connection.execute(

@@ -1,0 +1,189 @@
+"""P9: our SQLite backend's durable checkpoint of one agent step vs LangGraph's `SqliteSaver.put`
+of the equivalent conversation state, at 10, 100 and 1000 prior messages (goal: ours ≥ 5× faster
+at 1000).
+
+Ours: one ~2 KB step (5 events, two new messages) appended to a live session, then the timed
+`await ctx.sessions.flush(session)` — one `BEGIN IMMEDIATE` … `COMMIT` of the new rows only
+(`p6_sqlite_growth.Workload`), including the hop to the SQLite worker thread.
+
+LangGraph: the timed `SqliteSaver.put` (called directly, no thread hop) of a checkpoint whose
+`messages` channel holds the whole conversation, chained to the previous checkpoint as a graph
+run does, in two forms: the LangChain message objects a LangGraph chat agent keeps
+(`HumanMessage`, `AIMessage` with `tool_calls`, `ToolMessage` — what `MessagesState` holds; the
+headline ratio), and the same plain JSON dicts our events carry (the cheapest state it could
+serialize; a conservative bound).
+
+Same durability: LangGraph's connection runs `journal_mode=WAL` (set by `SqliteSaver.setup`) and
+`PRAGMA synchronous=FULL` (both read back), so each `put` commit fsyncs the WAL like ours. Both
+databases live in one temporary folder; the nine cases alternate round by round in one run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from benchmarks.harness import Row, Series, report, row
+from benchmarks.p6_sqlite_growth import (
+    SIZES,
+    WARMUP,
+    Growth,
+    assistant_message,
+    sqlite_stack,
+    tool_message,
+    user_message,
+)
+
+ROUNDS = 150
+
+
+def as_langchain(message: dict[str, Any]) -> BaseMessage:
+    """The LangChain message a LangGraph chat agent keeps for one of our message dicts."""
+    text = "".join(b["text"] for b in message["content"] if b["type"] == "text")
+    if message["source"]["kind"] == "tool":
+        (block,) = message["content"]
+        result = "".join(part["text"] for part in block["content"])
+        return ToolMessage(content=result, tool_call_id=block["toolCallId"], id=message["id"])
+    if message["role"] == "user":
+        return HumanMessage(content=text, id=message["id"])
+    calls = [
+        {"id": b["id"], "name": b["name"], "args": json.loads(b["arguments"])}
+        for b in message["content"]
+        if b["type"] == "tool-call"
+    ]
+    return AIMessage(content=text, id=message["id"], tool_calls=calls)
+
+
+class LangGraphThread:
+    """One LangGraph thread whose state is a message list, checkpointed by `put` per step.
+
+    `langchain=True` keeps LangChain message objects (what `MessagesState` holds); otherwise
+    the plain JSON dicts our events carry (the cheapest state LangGraph could serialize).
+    """
+
+    def __init__(self, saver: SqliteSaver, size: int, *, langchain: bool) -> None:
+        self.saver = saver
+        self.size = size
+        self.convert: Any = as_langchain if langchain else dict
+        kind = "LangChain messages" if langchain else "message dicts"
+        self.series = Series(f"langgraph put ({kind}), {size} prior")
+        self.threads = 0
+        self.messages: list[Any] = []
+        self.config: dict[str, Any] = {}
+        self.version = 0
+
+    def fresh(self) -> None:
+        """A new thread holding `size` prior messages (its first checkpoint untimed)."""
+        self.threads += 1
+        self.messages = [
+            self.convert(user_message(k) if k % 2 == 0 else assistant_message(k))
+            for k in range(self.size)
+        ]
+        thread_id = f"p9-{self.series.name}-{self.threads}"
+        self.config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        self.version = 0
+        self.put()
+
+    def put(self) -> None:
+        self.version += 1
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": list(self.messages)}
+        checkpoint["channel_versions"] = {"messages": self.version}
+        metadata: Any = {"source": "loop", "step": self.version}
+        self.config = self.saver.put(  # type: ignore[assignment]
+            self.config,  # type: ignore[arg-type]
+            checkpoint,
+            metadata,
+            {"messages": self.version},
+        )
+
+    def checkpoint(self, *, record: bool = True) -> None:
+        if not self.messages or len(self.messages) > self.size * 3 // 2:
+            self.fresh()
+        k = len(self.messages)
+        call_id = f"call-{self.version}"
+        new = [assistant_message(k, call_id), tool_message(k + 1, call_id)]
+        self.messages += [self.convert(message) for message in new]
+        start = time.perf_counter()
+        self.put()
+        if record:
+            self.series.samples.append(time.perf_counter() - start)
+
+
+def langgraph_saver(path: Path) -> tuple[SqliteSaver, sqlite3.Connection]:
+    """A `SqliteSaver` in WAL mode with `synchronous=FULL`, checked by reading both back."""
+    connection = sqlite3.connect(path, check_same_thread=False)
+    connection.execute("PRAGMA synchronous = FULL")
+    saver = SqliteSaver(connection)
+    saver.setup()
+    modes = (
+        connection.execute("PRAGMA journal_mode").fetchone()[0],
+        connection.execute("PRAGMA synchronous").fetchone()[0],
+    )
+    if modes != ("wal", 2):
+        raise RuntimeError(f"LangGraph connection is not WAL + synchronous=FULL: {modes}")
+    return saver, connection
+
+
+async def measure(rounds: int = ROUNDS, warmup: int = WARMUP) -> dict[str, list[Series]]:
+    with tempfile.TemporaryDirectory(prefix="dsh-p9-") as directory:
+        os.chmod(directory, 0o700)
+        saver, connection = langgraph_saver(Path(directory) / "langgraph.sqlite3")
+        try:
+            async with sqlite_stack(Path(directory)) as ctx:
+                ours = [Growth(ctx, size) for size in SIZES]
+                lc = [LangGraphThread(saver, size, langchain=True) for size in SIZES]
+                dicts = [LangGraphThread(saver, size, langchain=False) for size in SIZES]
+                for record, count in ((False, warmup), (True, rounds)):
+                    for _ in range(count):
+                        for mine, peer, plain in zip(ours, lc, dicts, strict=True):
+                            await mine.checkpoint(record=record)
+                            peer.checkpoint(record=record)
+                            plain.checkpoint(record=record)
+        finally:
+            connection.close()
+    return {
+        "ours": [case.series for case in ours],
+        "langchain": [case.series for case in lc],
+        "dicts": [case.series for case in dicts],
+    }
+
+
+def main(rounds: int = ROUNDS) -> list[Row]:
+    found = anyio.run(measure, rounds)
+    rows: list[Row] = []
+    speedup: dict[str, dict[str, float]] = {"langchain": {}, "dicts": {}}
+    for index, size in enumerate(SIZES):
+        mine = found["ours"][index]
+        rows.append(row(mine, note="baseline: ours"))
+        for kind in ("langchain", "dicts"):
+            peer = found[kind][index]
+            speedup[kind][str(size)] = peer.median / mine.median
+            rows.append(row(peer, mine, f"LangGraph / ours ({kind})"))
+    report(
+        "p9_langgraph",
+        "SQLite checkpoint of one step vs LangGraph SqliteSaver.put of the conversation state "
+        "(both WAL + synchronous=FULL); goal: ours ≥ 5× faster at 1000 messages",
+        rows,
+        {
+            "sizes": list(SIZES),
+            "rounds": rounds,
+            "speedup": speedup,
+            "durability": "both: journal_mode=WAL, synchronous=FULL",
+        },
+    )
+    return rows
+
+
+if __name__ == "__main__":
+    main()
