@@ -4,8 +4,9 @@
 literal text, only `\\" \\\\ \\b \\f \\n \\r \\t` short escapes, lowercase `\\uXXXX` for other
 control characters and lone surrogates, numbers in ECMAScript Number-to-string form. The common
 case runs entirely in the C encoder: Python already agrees with JavaScript except for floats whose
-`repr` is integral (`1.0`) or exponential (`1e-07`) and for surrogate code points, which a walk
-over the containers (cost per node, not per byte) and an `isascii`/UTF-8 check detect.
+`repr` is integral (`1.0`) or exponential (`1e-07`), object keys that are array indices (JavaScript
+lists them first, ascending) and surrogate code points, which a walk over the containers (cost per
+node, not per byte) and an `isascii`/UTF-8 check detect.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def dumps(value: Any) -> str:
     Expects JSON values (see `snapshot`); raises `ValueError` for NaN, infinities and cycles.
     """
     text = _ENCODER.encode(value)
-    if _has_js_float(value) or not _is_utf8(text):
+    if _needs_js(value) or not _is_utf8(text):
         return "".join(_slow(value, []))
     return text
 
@@ -55,23 +56,61 @@ def _float_differs(value: float) -> bool:
     return text.endswith(".0") or "e" in text
 
 
-def _has_js_float(value: Any) -> bool:
-    """True when `value` contains a float that Python renders differently from JavaScript."""
+def _needs_js(value: Any) -> bool:
+    """True when `value` holds a float that Python renders differently from JavaScript, or an
+    object key that JavaScript orders first (an array index such as "0")."""
     kind = type(value)
-    if kind is dict or kind is list:
-        for item in value.values() if kind is dict else value:
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or (key[:1] in _DIGITS and _is_index(key)):
+                return True
             kind = type(item)
             if kind is float:
                 if _float_differs(item):
                     return True
-            elif (kind is dict or kind is list) and _has_js_float(item):
+            elif (kind is dict or kind is list) and _needs_js(item):
+                return True
+        return False
+    if kind is list:
+        for item in value:
+            kind = type(item)
+            if kind is float:
+                if _float_differs(item):
+                    return True
+            elif (kind is dict or kind is list) and _needs_js(item):
                 return True
         return False
     return isinstance(value, float) and _float_differs(value)
 
 
+_DIGITS = frozenset("0123456789")
+_MAX_INDEX = 2**32 - 2
+
+
+def _is_index(key: Any) -> bool:
+    """True for a canonical JavaScript array index ("0", "17"; not "01", not 2**32-1)."""
+    return (
+        type(key) is str
+        and key.isascii()
+        and key.isdigit()
+        and (key == "0" or key[0] != "0")
+        and int(key) <= _MAX_INDEX
+    )
+
+
+def _js_items(value: dict[Any, Any]) -> list[tuple[Any, Any]]:
+    """Object entries in JavaScript property order: array indices ascending, then the rest."""
+    items = list(value.items())
+    indices = [(k, v) for k, v in items if _is_index(k)]
+    if not indices:
+        return items
+    indices.sort(key=lambda kv: int(kv[0]))
+    return indices + [(k, v) for k, v in items if not _is_index(k)]
+
+
 def _slow(value: Any, out: list[str]) -> list[str]:
-    """Encode `value` into `out` with the JavaScript rules for floats and surrogates."""
+    """Encode `value` into `out` with the JavaScript rules for floats, surrogates and key
+    order."""
     if isinstance(value, str):
         out.append(_js_string(value))
     elif isinstance(value, float):
@@ -79,7 +118,7 @@ def _slow(value: Any, out: list[str]) -> list[str]:
     elif isinstance(value, dict):
         out.append("{")
         first = True
-        for key, item in value.items():
+        for key, item in _js_items(value):
             if not first:
                 out.append(",")
             first = False

@@ -11,7 +11,7 @@ from framework.signal import timer_group
 
 from .events import Event, Surface, check_event, live_event, validate_header
 from .jsonutil import snapshot
-from .messages import derive_messages
+from .messages import message_of
 
 if TYPE_CHECKING:
     from .store import SessionStore
@@ -97,8 +97,8 @@ class Session:
         return f"<Session {self.id!r} events={len(self.events)}>"
 
     def messages(self) -> list[dict[str, Any]]:
-        """The model-visible transcript (see `derive_messages`)."""
-        return derive_messages(self.events)
+        """The model-visible transcript, from the tracked surface (same as `derive_messages`)."""
+        return [message_of(self.events[seq]) for seq in self.surface.nodes]
 
     def _check(self, event: Event) -> None:
         check_event(event, len(self.events))
@@ -117,8 +117,10 @@ class Session:
         `session/event` listeners; the push is the commit point. Returns the event."""
         try:
             data = snapshot(data)
-            surface_op = snapshot(surface_op)
-            source_event_seqs = snapshot(source_event_seqs)
+            if surface_op is not None:
+                surface_op = snapshot(surface_op)
+            if source_event_seqs is not None:
+                source_event_seqs = snapshot(source_event_seqs)
         except TypeError as error:
             raise TypeError(f'session event "{type}" carries non-JSON-serializable data') from error
         if self._publishing:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from plugins.session import EventFormatError, Session, UnknownEventTypeError
+from plugins.session import EventFormatError, Session, UnknownEventTypeError, derive_messages
 from plugins.session.jsonutil import dumps
 
 
@@ -201,7 +201,7 @@ def test_from_stored_validates_and_adds_end_seed(fixture_log: Any) -> None:
     assert session.events[len(events) :][0]["type"] == "session/end-seed"
     assert session.events[len(events)]["seq"] == len(events)
     assert session.first_live_seq == len(events) + 1
-    assert session.messages() == Session.from_stored(fixture_log.header, events).messages()
+    assert session.messages() == derive_messages(session.events)
 
 
 def test_from_stored_refuses_invalid_logs(outcome_unknown_log: Any) -> None:
