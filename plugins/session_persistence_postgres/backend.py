@@ -239,42 +239,68 @@ class PostgresBackend:
     async def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
-        """One transaction: lock checks, stale-writer check, the rows, `next_seq`/`revision`."""
+        """Make `events` durable as one transaction (creating the session row with them when
+        not materialized)."""
         session_id: str = meta["id"]
         columns = encode_events(session_id, events)
-        if is_materialized:
-            if not events:
-                return
+        if not is_materialized:
+            header = header_values(meta)
 
-            async def append(conn: Connection, state: tuple[int, int] | None) -> int:
-                assert state is not None
-                next_seq = state[0]
-                if next_seq != self._seen.get(session_id):
-                    raise StaleWriterError(session_id)
-                if columns.seqs[0] != next_seq:
-                    raise SessionPersistenceError(
-                        f"session {session_id} append starts at seq {columns.seqs[0]}, "
-                        f"stored next seq is {next_seq}"
-                    )
-                return await self._insert(conn, session_id, columns, next_seq)
-
-            await self._write(session_id, append, first=False)
-            return
-        header = header_values(meta)
-
-        async def materialize(conn: Connection, state: tuple[int, int] | None) -> int:
-            cursor = await conn.execute(
-                self._sql.insert_session,
-                {**header, "incarnation": uuid.uuid4(), "next_seq": len(columns.seqs)},
-            )
-            if await cursor.fetchone() is None:
-                raise SessionPersistenceError(
-                    f'session "{session_id}" already has a persisted log in PostgreSQL schema '
-                    f'"{self.schema}" (another writer created it first)'
+            async def materialize(conn: Connection, state: tuple[int, int] | None) -> int:
+                cursor = await conn.execute(
+                    self._sql.insert_session,
+                    {**header, "incarnation": uuid.uuid4(), "next_seq": len(columns.seqs)},
                 )
-            return await self._insert(conn, session_id, columns, 0, advance=False)
+                if await cursor.fetchone() is None:
+                    raise SessionPersistenceError(
+                        f'session "{session_id}" already has a persisted log in PostgreSQL '
+                        f'schema "{self.schema}" (another writer created it first)'
+                    )
+                return await self._insert(conn, session_id, columns, 0, advance=False)
 
-        await self._write(session_id, materialize, first=True)
+            await self._transaction(session_id, materialize, first=True)
+        elif events:
+            await self._append(session_id, columns)
+
+    async def _append(self, session_id: str, columns: EventColumns) -> None:
+        """The hot path: the whole transaction (row lock, checks, insert, advance) is one
+        autocommit statement, one round trip; a refused check writes nothing and is diagnosed
+        from the row the statement returns."""
+        start, end = columns.seqs[0], columns.seqs[0] + len(columns.seqs)
+        self._check_contiguous(session_id, columns, start)
+        seen = self._seen.get(session_id)
+        arrays = columns.arrays()
+        for attempt in range(2):
+            owned = session_id in self._held
+            params = {
+                **self._lock_params(session_id),
+                "token": self._token if owned else None,
+                "seen": seen,
+                "start": start,
+                "end": end,
+                **arrays,
+            }
+            async with self._connection(f'writing session "{session_id}"') as conn:
+                cursor = await conn.execute(self._sql.append[owned], params)
+                row = await cursor.fetchone()
+            if row is None:
+                raise StaleWriterError(session_id)
+            locked, token, pid, host, next_seq, _, written = row
+            if written:
+                self._seen[session_id] = end
+                return
+            try:
+                self._check_lock(session_id, owned, locked, token, pid, host)
+            except _LockLost:
+                if attempt:
+                    raise SessionLockedError(session_id, pid, host) from None
+                await self._reacquire(session_id)
+                continue
+            if next_seq != seen:
+                raise StaleWriterError(session_id)
+            raise SessionPersistenceError(
+                f"session {session_id} append starts at seq {start}, stored next seq is {next_seq}"
+            )
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -299,7 +325,14 @@ class PostgresBackend:
             await conn.execute(self._sql.truncate, (session_id, marker.seq))
             return await self._insert(conn, session_id, columns, marker.seq)
 
-        await self._write(session_id, repair, first=False)
+        await self._transaction(session_id, repair, first=False)
+
+    @staticmethod
+    def _check_contiguous(session_id: str, columns: EventColumns, start: int) -> None:
+        if columns.seqs != builtins.list(range(start, start + len(columns.seqs))):
+            raise SessionPersistenceError(
+                f"session {session_id} batch seqs must run from {start} without gaps"
+            )
 
     async def _insert(
         self,
@@ -312,59 +345,54 @@ class PostgresBackend:
     ) -> int:
         """Insert the rows (numbered from `start`) and advance the session row; the new
         `next_seq`."""
+        self._check_contiguous(session_id, columns, start)
         end = start + len(columns.seqs)
-        if columns.seqs != builtins.list(range(start, end)):
-            raise SessionPersistenceError(
-                f"session {session_id} batch seqs must run from {start} without gaps, "
-                f"got {columns.seqs[:3]}..."
-            )
         if columns.seqs:
-            await conn.execute(
-                self._sql.insert_events,
-                (
-                    session_id,
-                    columns.seqs,
-                    columns.types,
-                    columns.times,
-                    columns.data,
-                    columns.source_event_seqs,
-                    columns.surface_ops,
-                    columns.ignorable,
-                    columns.key_orders,
-                ),
-            )
+            await conn.execute(self._sql.insert_events, {"id": session_id, **columns.arrays()})
         if advance:
             await conn.execute(self._sql.advance, (end, session_id))
         return end
 
-    async def _write(self, session_id: str, body: _Body, *, first: bool) -> None:
-        """Run `body` in one transaction after the lock checks; re-acquire a lost live lock
-        once."""
+    def _lock_params(self, session_id: str) -> dict[str, Any]:
+        """The lock-check parameters: the transient key, and where the live lock must show in
+        `pg_locks` (this instance's lock connection, the key's two 32-bit halves)."""
         key = lock_key(session_id)
         unsigned = key % 2**64
+        return {
+            "id": session_id,
+            "key": key,
+            "lock_pid": self._lock_pid,
+            "hi": unsigned >> 32,
+            "lo": unsigned & 0xFFFFFFFF,
+        }
+
+    def _check_lock(
+        self, session_id: str, owned: bool, locked: object, token: object, pid: Any, host: Any
+    ) -> None:
+        """Raise unless the write may go on: `_LockLost` when a held live lock went away with
+        its connection, `SessionLockedError` when another writer holds the session."""
+        if not locked:
+            if owned:
+                raise _LockLost
+            raise SessionLockedError(session_id, pid, host)
+        if owned and token != self._token:
+            raise SessionLockedError(session_id, pid, host)
+
+    async def _transaction(self, session_id: str, body: _Body, *, first: bool) -> None:
+        """Run `body` in one explicit transaction after the lock checks (the session row locked
+        `FOR UPDATE` unless `first`); re-acquire a lost live lock once."""
         for attempt in range(2):
             owned = session_id in self._held
-            params = {
-                "id": session_id,
-                "key": key,
-                "lock_pid": self._lock_pid,
-                "hi": unsigned >> 32,
-                "lo": unsigned & 0xFFFFFFFF,
-            }
             try:
                 what = f'writing session "{session_id}"'
                 async with self._connection(what) as conn, conn.transaction():
-                    cursor = await conn.execute(self._sql.checks[(owned, first)], params)
+                    cursor = await conn.execute(
+                        self._sql.checks[(owned, first)], self._lock_params(session_id)
+                    )
                     row = await cursor.fetchone()
                     if row is None:
                         raise StaleWriterError(session_id)
-                    locked, token, pid, host = row[:4]
-                    if not locked:
-                        if owned:
-                            raise _LockLost
-                        raise SessionLockedError(session_id, pid, host)
-                    if owned and token != self._token:
-                        raise SessionLockedError(session_id, pid, host)
+                    self._check_lock(session_id, owned, *row[:4])
                     end = await body(conn, None if first else (row[4], row[5]))
             except _LockLost:
                 if attempt:

@@ -59,6 +59,15 @@ _DDL: Final[tuple[LiteralString, ...]] = (
 )
 
 
+_INSERT_EVENTS: Final = (
+    "INSERT INTO {s}.dsh_events (session_id, "
+    + _EVENT
+    + """) SELECT %(id)s, seq, type, time, data, ses::bigint[], surface_op, ignorable, key_order
+    FROM unnest(%(seqs)s::bigint[], %(types)s::text[], %(times)s::bigint[], %(data)s::text[],
+        %(ses)s::text[], %(surface_ops)s::text[], %(ignorable)s::boolean[],
+        %(key_orders)s::text[])
+        AS r(seq, type, time, data, ses, surface_op, ignorable, key_order)"""
+)
 _OWNED: Final = """EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
     AND pid = %(lock_pid)s AND classid = %(hi)s::bigint::oid AND objid = %(lo)s::bigint::oid
     AND objsubid = 1 AND granted)"""
@@ -76,6 +85,26 @@ def _check(lock: LiteralString, *, first: bool) -> LiteralString:
         "FROM {s}.dsh_sessions AS s "
         "LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = s.id "
         "WHERE s.id = %(id)s FOR UPDATE OF s"
+    )
+
+
+def _append(lock: LiteralString) -> LiteralString:
+    return (
+        "WITH s AS MATERIALIZED (SELECT " + lock + " AS locked, o.token, o.pid, o.host, "
+        """s.next_seq, s.revision
+            FROM {s}.dsh_sessions AS s
+            LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = s.id
+            WHERE s.id = %(id)s FOR UPDATE OF s),
+        go AS MATERIALIZED (SELECT COALESCE(locked
+                AND (%(token)s::text IS NULL OR token = %(token)s::text)
+                AND next_seq = %(seen)s::bigint AND next_seq = %(start)s::bigint, false) AS ok
+            FROM s),
+        ins AS ("""
+        + _INSERT_EVENTS
+        + """ WHERE (SELECT ok FROM go)),
+        upd AS (UPDATE {s}.dsh_sessions SET next_seq = %(end)s, revision = revision + 1
+            WHERE id = %(id)s AND (SELECT ok FROM go) RETURNING 1)
+        SELECT locked, token, pid, host, next_seq, revision, EXISTS (SELECT 1 FROM upd) FROM s"""
     )
 
 
@@ -99,6 +128,13 @@ class Statements:
             for owned in (True, False)
             for first in (True, False)
         }
+        #: The hot path, by `owned`: one statement that locks the session row, checks the lock
+        #: (and, owned, the owner token), `next_seq == seen == start`, and only then inserts the
+        #: rows and advances `next_seq`/`revision`; it returns the checked values and whether it
+        #: wrote.
+        self.append = {
+            owned: q(_append(_OWNED if owned else _TRANSIENT)) for owned in (True, False)
+        }
         self.insert_session = q(
             "INSERT INTO {s}.dsh_sessions ("
             + _HEADER
@@ -108,14 +144,8 @@ class Statements:
                 %(incarnation)s, 1, %(next_seq)s)
             ON CONFLICT (id) DO NOTHING RETURNING id"""
         )
-        self.insert_events = q(
-            "INSERT INTO {s}.dsh_events (session_id, "
-            + _EVENT
-            + """) SELECT %s, seq, type, time, data, ses::bigint[], surface_op, ignorable, key_order
-            FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::text[], %s::text[],
-                %s::text[], %s::boolean[], %s::text[])
-                AS r(seq, type, time, data, ses, surface_op, ignorable, key_order)"""
-        )
+        #: Insert a batch's rows from its array literals (`EventColumns.arrays()` and `id`).
+        self.insert_events = q(_INSERT_EVENTS)
         self.advance = q(
             """UPDATE {s}.dsh_sessions SET next_seq = %s, revision = revision + 1
             WHERE id = %s"""
