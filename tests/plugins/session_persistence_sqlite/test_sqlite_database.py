@@ -140,6 +140,14 @@ def test_relative_paths_are_refused_and_home_expanded(monkeypatch: pytest.Monkey
     assert SqliteBackend("~/x.sqlite3").path == Path("/home/someone/x.sqlite3")
 
 
+async def test_wal_side_files_are_owner_only(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    await write(b, meta(), [turn(0)])
+    side = [Path(f"{db_path(tmp_path)}{suffix}") for suffix in ("-wal", "-shm")]
+    assert [p.stat().st_mode & 0o777 for p in side] == [0o600, 0o600]
+    await b.aclose()
+
+
 async def test_every_batch_rechecks_the_schema(tmp_path: Path) -> None:
     b = backend(tmp_path)
     await write(b, meta(), [turn(0)])
