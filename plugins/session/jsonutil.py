@@ -207,54 +207,74 @@ def snapshot(value: Any) -> Any:
 
     Accepts None, bool, int with |v| <= 2**53-1, finite float except -0.0, str, list and dict
     with str keys, acyclic; exact types only (no subclasses except bool). Raises `TypeError`
-    naming the first offending location otherwise.
+    naming the first offending location otherwise. A cycle (or nesting deeper than Python's
+    recursion limit) surfaces as recursion overflow and is refused.
     """
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
     try:
-        return _copy(value, set())
+        if kind is dict:
+            return _copy_dict(value)
+        if kind is list:
+            return _copy_list(value)
+        return _copy_scalar(value)
     except (_Refused, RecursionError):
         pass
     raise TypeError(_explain(value))
 
 
-def _copy(value: Any, path: set[int]) -> Any:
+def _copy_scalar(value: Any) -> Any:
     kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return value
     if kind is int:
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             return value
-        raise _Refused
-    if kind is float:
+    elif kind is float:
         if value - value == 0.0 and (value != 0.0 or math.copysign(1.0, value) > 0):
             return value
-        raise _Refused
-    if kind is dict:
-        marker = id(value)
-        if marker in path:
-            raise _Refused
-        path.add(marker)
-        out = {}
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _Refused
-            kind = type(item)
-            out[key] = item if kind is str or kind is bool or item is None else _copy(item, path)
-        path.discard(marker)
-        return out
-    if kind is list:
-        marker = id(value)
-        if marker in path:
-            raise _Refused
-        path.add(marker)
-        copied = [
-            item
-            if (kind := type(item)) is str or kind is bool or item is None
-            else _copy(item, path)
-            for item in value
-        ]
-        path.discard(marker)
-        return copied
+    elif kind is str or kind is bool or value is None:
+        return value
     raise _Refused
+
+
+def _copy_dict(value: dict[Any, Any]) -> dict[str, Any]:
+    out = {}
+    for key, item in value.items():
+        if type(key) is not str:
+            raise _Refused
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            out[key] = item
+        elif kind is int:
+            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                raise _Refused
+            out[key] = item
+        elif kind is dict:
+            out[key] = _copy_dict(item)
+        elif kind is list:
+            out[key] = _copy_list(item)
+        else:
+            out[key] = _copy_scalar(item)
+    return out
+
+
+def _copy_list(value: list[Any]) -> list[Any]:
+    out = []
+    for item in value:
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            out.append(item)
+        elif kind is int:
+            if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                raise _Refused
+            out.append(item)
+        elif kind is dict:
+            out.append(_copy_dict(item))
+        elif kind is list:
+            out.append(_copy_list(item))
+        else:
+            out.append(_copy_scalar(item))
+    return out
 
 
 def _explain(value: Any) -> str:

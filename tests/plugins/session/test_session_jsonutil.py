@@ -237,7 +237,5 @@ def test_dumps_round_trips_fixture_lines_byte_for_byte(fixture_log: Any) -> None
 
 def test_array_index_keys_come_first_like_javascript() -> None:
     value = {"b": 1, "10": 2, "a": {"x": 0, "2": 1, "01": 2, "0": 3}, "1": 4, "4294967295": 5}
-    assert dumps(value) == (
-        '{"1":4,"10":2,"b":1,"a":{"0":3,"2":1,"x":0,"01":2},"4294967295":5}'
-    )
+    assert dumps(value) == ('{"1":4,"10":2,"b":1,"a":{"0":3,"2":1,"x":0,"01":2},"4294967295":5}')
     assert dumps({"": None, "0": None}) == '{"0":null,"":null}'
