@@ -51,5 +51,45 @@ def execute(target: PostgresTarget, statement: str, *params: Any) -> list[tuple[
     """Run one statement against the test's schema (tables unqualified); its rows."""
     with psycopg.connect(target.dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(target.schema)))
-        cursor = conn.execute(statement.encode(), params)
+        cursor = conn.execute(statement.encode(), params or None)
         return cursor.fetchall() if cursor.description else []
+
+
+def inject_write_faults(target: PostgresTarget, count: int) -> None:
+    """Make the next `count` statements inserting event rows fail in the server (a real
+    failed transaction: nothing of it is written). A sequence counts the attempts, since a
+    failed transaction rolls back anything else it changed."""
+    execute(
+        target,
+        """
+        DROP SEQUENCE IF EXISTS dsh_test_fault_calls;
+        CREATE SEQUENCE dsh_test_fault_calls;
+        CREATE OR REPLACE FUNCTION dsh_test_fault() RETURNS trigger LANGUAGE plpgsql
+            SET search_path FROM CURRENT AS $$
+        BEGIN
+            IF nextval('dsh_test_fault_calls') <= %s THEN
+                RAISE EXCEPTION 'injected write fault';
+            END IF;
+            RETURN NULL;
+        END $$;
+        CREATE OR REPLACE TRIGGER dsh_test_fault BEFORE INSERT ON dsh_events
+            FOR EACH STATEMENT EXECUTE FUNCTION dsh_test_fault();
+        """.replace("%s", str(int(count))),
+    )
+
+
+def tear_tail(target: PostgresTarget, session_id: str) -> None:
+    """A torn tail: a half-written row past the session's `next_seq` (what a crash inside a
+    write would leave if rows were not transactional)."""
+    execute(
+        target,
+        "INSERT INTO dsh_events (session_id, seq, type, time, data, key_order) "
+        "SELECT id, next_seq, 'turn/end', 0, '{\"turn\":', 'tsmd' FROM dsh_sessions "
+        "WHERE id = %s",
+        session_id,
+    )
+
+
+def plant_version(target: PostgresTarget, session_id: str, version: int) -> None:
+    """Mark a stored session as written in log format `version`."""
+    execute(target, "UPDATE dsh_sessions SET version = %s WHERE id = %s", version, session_id)

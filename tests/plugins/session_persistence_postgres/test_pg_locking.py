@@ -17,6 +17,9 @@ import pytest
 from pg_helpers import backend, event, execute, meta, turn
 from postgres_support import PostgresTarget
 
+import plugins.session
+import plugins.session_persistence_postgres as pg
+from framework import Context
 from plugins.session_persistence.errors import SessionLockedError
 from plugins.session_persistence_postgres import PostgresBackend, lock_key
 
@@ -138,29 +141,40 @@ async def test_a_dropped_lock_taken_by_another_writer_refuses_the_next_write(
     await thief.aclose()
 
 
-async def test_process_death_frees_the_lock(postgres: PostgresTarget) -> None:
+async def test_process_death_frees_the_lock_for_a_repairing_takeover(
+    postgres: PostgresTarget,
+) -> None:
     child = spawn_holder(postgres, "held")
-    try:
-        b = backend(postgres)
-        with pytest.raises(SessionLockedError) as caught:
-            await b.acquire_writer("held")
-        assert (caught.value.pid, caught.value.host) == (child.pid, socket.gethostname())
-        stored = await b.load_stored("held")
-        assert stored is not None
-        with pytest.raises(SessionLockedError):
-            await b.append_batch(stored.meta, [event(2, "step/end", {})], is_materialized=True)
-        assert await b.read_stored_revision("held") == stored.revision
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    with anyio.fail_after(10):
-        while True:
-            try:
-                await b.acquire_writer("held")
-                break
-            except SessionLockedError:
-                await anyio.sleep(0.02)
-    await b.append_batch(
-        stored.meta, [event(2, "step/end", {"turn": 1, "step": 1})], is_materialized=True
-    )
-    await b.aclose()
+    async with Context() as ctx:
+        await ctx.plugin(plugins.session)
+        await ctx.plugin(pg, postgres.config())
+        persistence = ctx.sessionPersistence
+        try:
+            with pytest.raises(SessionLockedError) as caught:
+                await persistence.load("held")  # the repair needs the lock
+            assert (caught.value.pid, caught.value.host) == (child.pid, socket.gethostname())
+            revision = await persistence.backend.read_stored_revision("held")
+            inspected = await persistence.inspect("held")  # reads never lock
+            assert [e["type"] for e in inspected.events] == [
+                "turn/start",
+                "step/start",
+                "step/end",
+                "turn/end",
+            ]
+            assert await persistence.backend.read_stored_revision("held") == revision
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    loaded = await persistence.load("held")
+                    break
+                except SessionLockedError:
+                    await anyio.sleep(0.02)
+        assert [e["type"] for e in loaded.events][2:] == ["step/end", "turn/end"]
+        assert loaded.events[-1]["data"]["reason"] == {"kind": "interrupted"}
+        await persistence.append("held", [event(4, "turn/start", {"turn": 2})])
+    stored = await backend(postgres).load_stored("held")
+    assert stored is not None
+    assert [e["seq"] for e in stored.events] == [0, 1, 2, 3, 4]
