@@ -294,7 +294,7 @@ class PostgresBackend:
             except _LockLost:
                 if attempt:
                     raise SessionLockedError(session_id, pid, host) from None
-                await self._reacquire(session_id)
+                await self._reacquire(session_id, params["lock_pid"])
                 continue
             if next_seq != seen:
                 raise StaleWriterError(session_id)
@@ -383,12 +383,11 @@ class PostgresBackend:
         `FOR UPDATE` unless `first`); re-acquire a lost live lock once."""
         for attempt in range(2):
             owned = session_id in self._held
+            params = self._lock_params(session_id)
             try:
                 what = f'writing session "{session_id}"'
                 async with self._connection(what) as conn, conn.transaction():
-                    cursor = await conn.execute(
-                        self._sql.checks[(owned, first)], self._lock_params(session_id)
-                    )
+                    cursor = await conn.execute(self._sql.checks[(owned, first)], params)
                     row = await cursor.fetchone()
                     if row is None:
                         raise StaleWriterError(session_id)
@@ -397,7 +396,7 @@ class PostgresBackend:
             except _LockLost:
                 if attempt:
                     raise SessionLockedError(session_id, None, None) from None
-                await self._reacquire(session_id)
+                await self._reacquire(session_id, params["lock_pid"])
                 continue
             self._seen[session_id] = end
             return
@@ -453,12 +452,14 @@ class PostgresBackend:
             self._generation += 1
         return conn
 
-    async def _reacquire(self, session_id: str) -> None:
+    async def _reacquire(self, session_id: str, checked_pid: int) -> None:
         """A held lock was lost with its connection: lock again on a live one, or raise
-        `SessionLockedError`."""
+        `SessionLockedError`. The lock connection is replaced only if it is the one the failed
+        check looked at and the lock was taken on it (so it is dead)."""
         async with self._lock_guard:
             generation = self._held.pop(session_id, None)
-            conn = await self._lock_connection(replace=generation == self._generation)
+            dead = generation == self._generation and checked_pid == self._lock_pid
+            conn = await self._lock_connection(replace=dead)
             try:
                 await self._lock(session_id, conn)
             except BaseException:
