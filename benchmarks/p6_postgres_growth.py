@@ -92,7 +92,7 @@ def main(rounds: int = ROUNDS) -> list[Row]:
         with psycopg.connect(DSN, connect_timeout=3) as conn:
             server = str(conn.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
     except psycopg.Error as error:
-        print(f"p6_postgres_growth skipped: {describe(DSN)}: {scrub(str(error).strip(), DSN)}")
+        print(f"p6_postgres_growth skipped: {describe(DSN)}: {scrub(str(error), DSN)}")
         return []
     schema = f"dsh_bench_{os.getpid()}_{secrets.token_hex(4)}"
     try:

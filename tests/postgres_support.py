@@ -63,7 +63,7 @@ def probe() -> str | None:
     except psycopg.Error as error:
         return (
             f"PostgreSQL at {describe(DSN)} (DSH_TEST_POSTGRES_DSN) does not answer: "
-            f"{scrub(str(error).strip(), DSN)}"
+            f"{scrub(str(error), DSN)}"
         )
     return None
 

@@ -147,7 +147,7 @@ class PostgresBackend:
         return await connect(self.dsn, connect_timeout_s=self._connect_timeout_s)
 
     def _error(self, what: str, error: BaseException) -> DatabaseError:
-        return DatabaseError(f"{self.name}: {what} failed: {scrub(str(error).strip(), self.dsn)}")
+        return DatabaseError(f"{self.name}: {what} failed: {scrub(str(error), self.dsn)}")
 
     @asynccontextmanager
     async def _connection(self, what: str) -> AsyncIterator[Connection]:

@@ -57,12 +57,13 @@ def _password(dsn: str) -> str | None:
 
 
 def scrub(text: str, dsn: str) -> str:
-    """`text` without the DSN's password (nor anything shaped like a password in a DSN)."""
+    """`text` on one line, without the DSN's password (nor anything shaped like a password in
+    a DSN)."""
     password = _password(dsn)
     if password:
         text = text.replace(password, "***")
     text = _URI_PASSWORD.sub(r"\1***@", text)
-    return _KEYWORD_PASSWORD.sub(r"\1***", text)
+    return " ".join(_KEYWORD_PASSWORD.sub(r"\1***", text).split())
 
 
 def describe(dsn: str) -> str:
@@ -99,7 +100,7 @@ async def connect(
     except psycopg.Error as error:
         raise DatabaseError(
             f"session-persistence-postgres: cannot connect to PostgreSQL at {describe(dsn)}: "
-            f"{scrub(str(error).strip(), dsn)}"
+            f"{scrub(str(error), dsn)}"
         ) from None
     try:
         await conn.execute("SET synchronous_commit = on")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+import postgres_support
 import pytest
 from pg_helpers import backend
 from postgres_support import DSN, PostgresTarget, require_postgres
@@ -125,3 +126,23 @@ async def test_config_backend_reads_the_dsn_from_the_environment(
     monkeypatch.setenv("DSH_POSTGRES_DSN", "")
     assert pg.Config().backend().dsn == ""
     assert backend(postgres).dsn == postgres.dsn
+
+
+def test_an_unreachable_test_server_skips_or_fails_on_demand(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        postgres_support, "DSN", f"postgresql://u:{PASSWORD}@127.0.0.1:{closed_port()}/x"
+    )
+    monkeypatch.delenv("DSH_REQUIRE_POSTGRES", raising=False)
+    postgres_support.probe.cache_clear()
+    try:
+        with pytest.raises(pytest.skip.Exception) as skipped:
+            postgres_support.require_postgres()
+        assert "does not answer" in str(skipped.value)
+        assert PASSWORD not in str(skipped.value)
+        monkeypatch.setenv("DSH_REQUIRE_POSTGRES", "1")
+        with pytest.raises(pytest.fail.Exception, match="DSH_REQUIRE_POSTGRES=1"):
+            postgres_support.require_postgres()
+    finally:
+        postgres_support.probe.cache_clear()
