@@ -1,9 +1,12 @@
 """The PostgreSQL storage engine (spec 02 §8): one row per session and one row per event.
 
 Every write is one transaction: the session row is locked `FOR UPDATE` (or, for the first batch,
-inserted with `ON CONFLICT DO NOTHING`), the writer lock and the stale-writer check are verified,
-the events go in with one `INSERT ... SELECT FROM unnest(...)`, `next_seq` and `revision`
-advance, COMMIT (`synchronous_commit = on`: durable on return).
+inserted with `ON CONFLICT DO NOTHING`: a conflict is a lost race), the writer lock, owner token
+and stale-writer (`next_seq`) checks are verified, the events go in with one
+`INSERT ... SELECT FROM unnest(...)`, `next_seq` and `revision` advance, COMMIT
+(`synchronous_commit = on`: durable on return). An append to a materialized session, the hot
+path, sends all of that as one autocommit statement (one round trip); the first batch and
+repairs use an explicit transaction.
 
 Writer exclusion: a live session's advisory lock (key: `lock_key(id)`) is held with
 `pg_try_advisory_lock` on one dedicated connection outside the pool, so the server frees it when
@@ -35,7 +38,15 @@ from plugins.session_persistence.errors import (
     StaleWriterError,
 )
 
-from .connection import DatabaseError, connect, lock_key, require_asyncio, scrub
+from .connection import (
+    DatabaseError,
+    configure,
+    connect,
+    connection_kwargs,
+    lock_key,
+    require_asyncio,
+    scrub,
+)
 from .rows import EventColumns, TornMarker, encode_events, header_values, meta_of, scan_rows
 from .schema import Statements, ensure_schema
 
@@ -49,10 +60,6 @@ _Body = Callable[[Connection, tuple[int, int] | None], Awaitable[int]]
 
 class _LockLost(Exception):
     """This instance held a session's lock, but its lock connection no longer does."""
-
-
-async def _configure(conn: Connection) -> None:
-    await conn.execute("SET synchronous_commit = on")
 
 
 class PostgresBackend:
@@ -122,8 +129,8 @@ class PostgresBackend:
                         self.dsn,
                         min_size=1,
                         max_size=self.pool_max_size,
-                        kwargs={"autocommit": True, **self._timeout_kwargs()},
-                        configure=_configure,
+                        kwargs=connection_kwargs(self.dsn, self._connect_timeout_s),
+                        configure=configure,
                         open=False,
                         name=self.name,
                     )
@@ -135,13 +142,6 @@ class PostgresBackend:
                 self._generation += 1
                 self._pool = pool
             return self._pool
-
-    def _timeout_kwargs(self) -> dict[str, Any]:
-        try:
-            given = "connect_timeout" in psycopg.conninfo.conninfo_to_dict(self.dsn)
-        except psycopg.Error:
-            given = False
-        return {} if given else {"connect_timeout": self._connect_timeout_s}
 
     async def _connect(self) -> Connection:
         return await connect(self.dsn, connect_timeout_s=self._connect_timeout_s)

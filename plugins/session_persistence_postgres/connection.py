@@ -16,7 +16,9 @@ from plugins.session_persistence.errors import SessionPersistenceError
 __all__ = [
     "ASYNCIO_REQUIRED",
     "DatabaseError",
+    "configure",
     "connect",
+    "connection_kwargs",
     "describe",
     "lock_key",
     "require_asyncio",
@@ -80,11 +82,10 @@ def describe(dsn: str) -> str:
     return f"{f'{user}@' if user else ''}{target}{f'/{dbname}' if dbname else ''}"
 
 
-async def connect(
-    dsn: str, *, connect_timeout_s: int
-) -> psycopg.AsyncConnection[tuple[object, ...]]:
-    """An autocommit connection with `synchronous_commit = on`; connection failures raise
-    `DatabaseError` naming the server (never the password)."""
+def connection_kwargs(dsn: str, connect_timeout_s: int) -> dict[str, Any]:
+    """Keyword arguments of every connection: autocommit (transactions are explicit), and
+    `connect_timeout` unless the DSN sets one. An unparsable DSN raises `DatabaseError` without
+    echoing it (libpq's parse errors quote the whole DSN, password included)."""
     try:
         params = conninfo_to_dict(dsn)
     except psycopg.Error:
@@ -92,18 +93,28 @@ async def connect(
             "session-persistence-postgres: the DSN is not a valid PostgreSQL connection string "
             "or URI"
         ) from None
-    timeout: dict[str, Any] = (
-        {} if "connect_timeout" in params else {"connect_timeout": connect_timeout_s}
-    )
+    timeout = {} if "connect_timeout" in params else {"connect_timeout": connect_timeout_s}
+    return {"autocommit": True, **timeout}
+
+
+async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Per-connection settings: `synchronous_commit = on` (a COMMIT returns once durable)."""
+    await conn.execute("SET synchronous_commit = on")
+
+
+async def connect(dsn: str, *, connect_timeout_s: int) -> psycopg.AsyncConnection[Any]:
+    """A configured connection outside any pool; failures raise `DatabaseError` naming the
+    server (never the password)."""
+    kwargs = connection_kwargs(dsn, connect_timeout_s)
     try:
-        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True, **timeout)
+        conn = await psycopg.AsyncConnection.connect(dsn, **kwargs)
     except psycopg.Error as error:
         raise DatabaseError(
             f"session-persistence-postgres: cannot connect to PostgreSQL at {describe(dsn)}: "
             f"{scrub(str(error), dsn)}"
         ) from None
     try:
-        await conn.execute("SET synchronous_commit = on")
+        await configure(conn)
     except BaseException:
         await conn.close()
         raise
