@@ -1,0 +1,175 @@
+"""The `sessionPersistence` service and `mount_persistence`, the few lines a backend plugin needs.
+
+A backend plugin's `apply` is::
+
+    async def apply(ctx: Context, config: Config) -> Disposer:
+        return await mount_persistence(ctx, MyBackend(config), config)
+
+`mount_persistence` builds the service, wires the live session events (`session/created`,
+`session/event`, `session/flush`, `session/disposed`), binds the sessions that are already live,
+provides `sessionPersistence` and returns the teardown (drain, release locks, close the backend).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, ClassVar
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from framework import Context, FrameworkError, Service
+from framework.signal import timer_group
+
+from .backend import JsonObject, Location, PersistenceBackend, Snapshot
+from .config import Config
+from .coordinator import Coordinator, SessionLog, SessionPreparation
+from .session_api import SessionFactory
+from .writer import Sleep
+
+
+def _new_session(meta: JsonObject, events: list[JsonObject]) -> Any:
+    """An unpublished `plugins.session.Session` seeded with a stored log."""
+    from plugins.session import Session
+
+    return Session.from_stored(meta, events)
+
+
+class _TaskHost:
+    """A task group of the service's own, run by a task in the root context's task group."""
+
+    def __init__(self) -> None:
+        self._group: list[TaskGroup] = []
+        self._closed = anyio.Event()
+
+    async def start(self) -> None:
+        root = timer_group.get()
+        if root is None:
+            raise FrameworkError("sessionPersistence needs an entered root Context")
+        self._group.append(await root.start(self._run))
+
+    async def _run(self, *, task_status: TaskStatus[TaskGroup]) -> None:
+        async with anyio.create_task_group() as group:
+            task_status.started(group)
+            await self._closed.wait()
+            group.cancel_scope.cancel()
+
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Start `fn(*args)` in the service's group (dropped once the service is closed)."""
+        if self._group and not self._closed.is_set():
+            self._group[0].start_soon(fn, *args)
+
+    def close(self) -> None:
+        self._closed.set()
+
+
+class SessionPersistenceService(Service):
+    """`ctx.sessionPersistence`: durable session logs behind one backend (spec 02 §4)."""
+
+    provide: ClassVar[str] = "sessionPersistence"
+
+    def __init__(
+        self,
+        ctx: Context,
+        backend: PersistenceBackend,
+        config: Config,
+        *,
+        sleep: Sleep = anyio.sleep,
+        new_session: SessionFactory = _new_session,
+    ) -> None:
+        super().__init__(ctx, config)
+        self.backend = backend
+        self._host = _TaskHost()
+        self._coordinator = Coordinator(
+            backend, config, new_session=new_session, spawn=self._host.spawn, sleep=sleep
+        )
+
+    # -- reads and writes -----------------------------------------------------------------------
+
+    def locate(self, meta: JsonObject) -> Location | None:
+        """Where `meta`'s session lives (`kind`, `path`), or None; no I/O."""
+        return self.backend.locate(meta)
+
+    async def read_raw(self, session_id: str) -> bytes:
+        """The stored artifact verbatim (JSONL); other backends refuse."""
+        return await self.backend.read_raw(session_id)
+
+    async def create(self, meta: JsonObject) -> None:
+        """Record a new session; it is materialized by its first append."""
+        await self._coordinator.create(meta)
+
+    async def append(self, session_id: str, events: Sequence[JsonObject]) -> None:
+        """Append events whose seqs continue the log; returns once they are durable."""
+        await self._coordinator.append(session_id, events)
+
+    async def prepare(self, session_id: str) -> SessionPreparation:
+        """Repair and reserve a stored session; publish `.session` or `.release()` it."""
+        return await self._coordinator.prepare(session_id)
+
+    async def load(self, session_id: str) -> SessionLog:
+        """The balanced log, committing any repair first."""
+        return await self._coordinator.load(session_id)
+
+    async def inspect(self, session_id: str) -> SessionLog:
+        """The balanced log, repaired in memory only."""
+        return await self._coordinator.inspect(session_id)
+
+    async def read_from(self, session_id: str, from_seq: int) -> list[JsonObject]:
+        """The stored events from `from_seq` on (`[]` past the end)."""
+        return await self._coordinator.read_from(session_id, from_seq)
+
+    async def list(self) -> list[JsonObject]:
+        """Headers of the materialized sessions, ordered by `(createdAt, id)`."""
+        return await self._coordinator.headers()
+
+    async def list_snapshots(self) -> builtins.list[Snapshot]:
+        """Headers with opaque revisions."""
+        return await self._coordinator.snapshots()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the service's task group (timers, inits, retirements)."""
+        await self._host.start()
+
+    async def aclose(self) -> None:
+        """Drain every live buffer, release locks and close the backend.
+
+        Raises `ExceptionGroup('<backend> dispose failed', errors)` when anything failed.
+        """
+        try:
+            await self._coordinator.aclose()
+        finally:
+            self._host.close()
+
+
+async def mount_persistence(
+    ctx: Context,
+    backend: PersistenceBackend,
+    config: Config,
+    *,
+    sleep: Sleep = anyio.sleep,
+) -> Callable[[], Awaitable[None]]:
+    """Provide `sessionPersistence` over `backend` from a plugin's `apply`; returns its teardown.
+
+    `sleep` replaces `anyio.sleep` for the batching window (tests pass a fake clock's).
+    """
+    service = SessionPersistenceService(ctx, backend, config, sleep=sleep)
+    await service.start()
+    try:
+        coordinator = service._coordinator
+        ctx.on("session/created", coordinator.on_created)
+        ctx.on("session/event", coordinator.on_event)
+        ctx.on("session/flush", coordinator.on_flush)
+        ctx.on("session/disposed", coordinator.on_disposed)
+        sessions = ctx.get("sessions")
+        if sessions is not None:
+            for session in sessions.list():
+                coordinator.on_created(session)
+        ctx.provide(SessionPersistenceService.provide, service)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await service.aclose()
+        raise
+    return service.aclose

@@ -1,0 +1,183 @@
+"""The write controller of one live session: batching window, drains and group commit.
+
+Spec 02 §4.3. Events arrive from the synchronous `session/event` listener (`enqueue`, O(1)); a
+timer armed by the first buffered event starts one background write when the window closes; a
+`flush` drains everything buffered, and flushes arriving during a drain join it instead of writing
+on their own, so k concurrent flushes cost one `append_batch` (one fsync / transaction).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import anyio
+import anyio.lowlevel
+
+from .backend import JsonObject
+
+logger = logging.getLogger("plugins.session_persistence")
+
+#: Writes one batch durably (the coordinator's queued, shielded `append_batch`).
+WriteBatch = Callable[[list[JsonObject]], Awaitable[None]]
+#: Starts a background task (a task group's `start_soon`).
+Spawn = Callable[..., None]
+#: Waits a number of seconds (`anyio.sleep`, or a fake clock's).
+Sleep = Callable[[float], Awaitable[object]]
+
+
+class _Drain:
+    """One drain in progress; flushes that arrive meanwhile wait for its outcome."""
+
+    __slots__ = ("done", "error", "finished")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.error: Exception | None = None
+        self.finished = False
+
+
+class WriteController:
+    """Buffers one live session's events and writes them in batches."""
+
+    def __init__(
+        self,
+        *,
+        label: str,
+        write: WriteBatch,
+        ready: anyio.Event,
+        delay_s: float,
+        sleep: Sleep,
+        spawn: Spawn,
+    ) -> None:
+        #: `<backend>: background write for session "<id>"`, the warning's prefix.
+        self._label = label
+        self._write = write
+        self._ready = ready
+        self._delay_s = delay_s
+        self._sleep = sleep
+        self._spawn = spawn
+        #: Events admitted but not yet durable, in seq order.
+        self.pending: list[JsonObject] = []
+        self._timer: anyio.CancelScope | None = None
+        self._paused = False
+        self._drain: _Drain | None = None
+        self._inflight: anyio.Event | None = None
+
+    # -- admission (hot path) -------------------------------------------------------------------
+
+    def enqueue(self, event: JsonObject) -> None:
+        """Buffer `event`; arm the window if it is the first (the deadline is never extended)."""
+        self.pending.append(event)
+        if self._drain is not None:
+            return
+        if self._paused:
+            self._paused = False
+            self._arm()
+        elif self._timer is None:
+            self._arm()
+
+    def prepend(self, events: list[JsonObject]) -> None:
+        """Put `events` (older than anything buffered) in front of the queue."""
+        if events:
+            self.pending[:0] = events
+            if self._timer is None and self._drain is None:
+                self._arm()
+
+    @property
+    def idle(self) -> bool:
+        """No write and no drain in progress."""
+        return self._inflight is None and self._drain is None
+
+    # -- timer ----------------------------------------------------------------------------------
+
+    def _arm(self) -> None:
+        scope = anyio.CancelScope()
+        self._timer = scope
+        self._spawn(self._fire, scope)
+
+    def cancel_timer(self) -> None:
+        """Disarm the window (a flush or teardown takes over)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    async def _fire(self, scope: anyio.CancelScope) -> None:
+        with scope:
+            await self._sleep(self._delay_s)
+        if scope.cancel_called:
+            return
+        self._timer = None
+        await self._background_write()
+
+    async def _background_write(self) -> None:
+        """The deadline's write: queued behind an in-flight one; a failure pauses and warns."""
+        await self._ready.wait()
+        if self._inflight is not None:
+            await self._inflight.wait()
+        if self._drain is not None or self._paused or not self.pending:
+            return
+        try:
+            await self._write_once()
+        except Exception as error:
+            logger.warning("%s failed (buffered events retained): %s", self._label, error)
+
+    # -- writing --------------------------------------------------------------------------------
+
+    async def _write_once(self) -> None:
+        """Write the whole queue as one batch; on failure put it back in front and pause."""
+        batch = self.pending
+        self.pending = []
+        done = anyio.Event()
+        self._inflight = done
+        try:
+            await self._write(batch)
+        except BaseException:
+            self.pending[:0] = batch
+            self._paused = True
+            raise
+        finally:
+            self._inflight = None
+            done.set()
+
+    async def flush(self) -> None:
+        """Return once every event admitted before (or during) this call is durable.
+
+        Nothing pending and nothing in flight: no I/O. A flush arriving during a drain joins it.
+        A failed write raises here; its batch stays queued, in order, for a later flush.
+        """
+        self.cancel_timer()
+        self._paused = False
+        await self._ready.wait()
+        while True:
+            drain = self._drain
+            if drain is None:
+                if not self.pending and self._inflight is None:
+                    return
+                await self._run_drain()
+                return
+            await drain.done.wait()
+            if drain.error is not None:
+                raise drain.error
+            if drain.finished:
+                return
+            # The drain's starter was cancelled before it finished: carry on in its place.
+
+    async def _run_drain(self) -> None:
+        drain = _Drain()
+        self._drain = drain
+        try:
+            if self._inflight is not None:
+                await self._inflight.wait()
+            # Let flushers that are already scheduled (a step's parallel tool calls) append
+            # their events and join before the batch is cut: one write serves them all.
+            await anyio.lowlevel.checkpoint()
+            while self.pending:
+                await self._write_once()
+            drain.finished = True
+        except Exception as error:
+            drain.error = error
+            raise
+        finally:
+            self._drain = None
+            drain.done.set()

@@ -1,0 +1,145 @@
+"""An in-memory `PersistenceBackend` for coordinator unit tests (not a shipped backend).
+
+Storage is shared between instances through `MemoryStorage`, so "a fresh instance over the same
+storage" is `MemoryBackend(storage)`. Events are kept as JSON text, so nothing a caller mutates
+afterwards leaks in. Writer locks and the stale-writer check follow spec 02 §6 within one process.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from plugins.session.jsonutil import dumps, loads
+from plugins.session_persistence import (
+    JsonObject,
+    Location,
+    SessionLockedError,
+    SessionPersistenceError,
+    Snapshot,
+    StaleWriterError,
+    StoredLog,
+)
+
+_revisions = itertools.count(1)
+
+
+@dataclass
+class _Log:
+    meta: str
+    lines: list[str]
+    revision: int = field(default_factory=lambda: next(_revisions))
+    #: Events after the last complete write: recovered best-effort (a torn tail).
+    torn: list[str] | None = None
+
+
+@dataclass
+class MemoryStorage:
+    """What several `MemoryBackend` instances share: logs and writer locks."""
+
+    logs: dict[str, _Log] = field(default_factory=dict)
+    locks: dict[str, tuple[object, int]] = field(default_factory=dict)
+
+    def tear(self, session_id: str, recovered: Sequence[JsonObject]) -> None:
+        """Make the tail torn: `recovered` events decoded best-effort after the committed ones."""
+        log = self.logs[session_id]
+        log.torn = [dumps(event) for event in recovered]
+        log.revision = next(_revisions)
+
+
+class MemoryBackend:
+    """Stores logs in a `MemoryStorage`; records every `append_batch` call."""
+
+    name = "session-persistence-memory"
+
+    def __init__(self, storage: MemoryStorage, pid: int = 1) -> None:
+        self.storage = storage
+        self.pid = pid
+        self.batches: list[list[JsonObject]] = []
+        self.repairs: list[list[JsonObject]] = []
+        self.locks_taken = 0
+        self._seen: dict[str, int] = {}
+        self.closed = False
+
+    def locate(self, meta: JsonObject) -> Location | None:
+        return Location("memory", f"memory://{meta['id']}")
+
+    async def read_raw(self, session_id: str) -> bytes:
+        raise SessionPersistenceError(
+            "this session persistence backend does not expose raw artifacts"
+        )
+
+    async def load_stored(self, session_id: str) -> StoredLog | None:
+        log = self.storage.logs.get(session_id)
+        if log is None:
+            return None
+        events = [loads(line) for line in [*log.lines, *(log.torn or [])]]
+        self._seen[session_id] = len(log.lines)
+        marker = None if log.torn is None else len(log.lines)
+        return StoredLog(loads(log.meta), events, str(log.revision), marker)
+
+    async def read_stored_revision(self, session_id: str) -> str | None:
+        log = self.storage.logs.get(session_id)
+        return None if log is None else str(log.revision)
+
+    def _check_lock(self, session_id: str) -> None:
+        holder = self.storage.locks.get(session_id)
+        if holder is None or holder[0] is not self:
+            pid = None if holder is None else holder[1]
+            raise SessionLockedError(session_id, pid, "memory")
+
+    async def append_batch(
+        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
+    ) -> None:
+        session_id = meta["id"]
+        self._check_lock(session_id)
+        log = self.storage.logs.get(session_id)
+        if not is_materialized:
+            if log is not None:
+                raise SessionPersistenceError(f'session "{session_id}" already exists')
+            log = self.storage.logs[session_id] = _Log(dumps({"delegationDepth": 0, **meta}), [])
+        elif log is None or self._seen.get(session_id) != len(log.lines) or log.torn:
+            raise StaleWriterError(session_id)
+        self.batches.append(list(events))
+        log.lines.extend(dumps(event) for event in events)
+        log.revision = next(_revisions)
+        self._seen[session_id] = len(log.lines)
+
+    async def commit_repair(
+        self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
+    ) -> None:
+        session_id = meta["id"]
+        self._check_lock(session_id)
+        log = self.storage.logs[session_id]
+        if marker is not None:
+            log.lines.extend(log.torn or [])
+            log.torn = None
+        self.repairs.append(list(closers))
+        log.lines.extend(dumps(event) for event in closers)
+        log.revision = next(_revisions)
+        self._seen[session_id] = len(log.lines)
+
+    async def list(self) -> list[JsonObject]:
+        return [loads(log.meta) for log in self.storage.logs.values()]
+
+    async def list_snapshots(self) -> list[Snapshot]:
+        return [Snapshot(loads(log.meta), str(log.revision)) for log in self.storage.logs.values()]
+
+    async def acquire_writer(self, session_id: str) -> None:
+        holder = self.storage.locks.get(session_id)
+        if holder is not None and holder[0] is not self:
+            raise SessionLockedError(session_id, holder[1], "memory")
+        self.storage.locks[session_id] = (self, self.pid)
+        self.locks_taken += 1
+
+    async def release_writer(self, session_id: str) -> None:
+        holder = self.storage.locks.get(session_id)
+        if holder is not None and holder[0] is self:
+            del self.storage.locks[session_id]
+
+    async def aclose(self) -> None:
+        for session_id, holder in list(self.storage.locks.items()):
+            if holder[0] is self:
+                del self.storage.locks[session_id]
+        self.closed = True

@@ -1,0 +1,218 @@
+"""The write controller (spec 02 §4.3): window, drains, group commit, failure retention."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import anyio
+import anyio.lowlevel
+import pytest
+from anyio.abc import TaskGroup
+
+from plugins.session_persistence.testing import FakeClock
+from plugins.session_persistence.writer import WriteController
+
+pytestmark = pytest.mark.anyio
+
+LABEL = 'session-persistence-test: background write for session "s1"'
+
+
+class Recorder:
+    """The controller's write hook: records batches; can be gated or made to fail."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.gate: anyio.Event | None = None
+        self.started = anyio.Event()
+        self.fail: Exception | None = None
+
+    async def __call__(self, batch: list[dict[str, int]]) -> None:
+        self.started.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        await anyio.lowlevel.checkpoint()
+        if self.fail is not None:
+            raise self.fail
+        self.batches.append([event["seq"] for event in batch])
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[TaskGroup]:
+    async with anyio.create_task_group() as group:
+        yield group
+        group.cancel_scope.cancel()
+
+
+def controller(tg: TaskGroup, recorder: Recorder, clock: FakeClock) -> WriteController:
+    ready = anyio.Event()
+    ready.set()
+    return WriteController(
+        label=LABEL,
+        write=recorder,
+        ready=ready,
+        delay_s=0.2,
+        sleep=clock.sleep,
+        spawn=tg.start_soon,
+    )
+
+
+def ev(seq: int) -> dict[str, int]:
+    return {"seq": seq}
+
+
+async def test_events_inside_the_window_make_one_background_write(tg: TaskGroup) -> None:
+    clock, rec = FakeClock(), Recorder()
+    writer = controller(tg, rec, clock)
+    writer.enqueue(ev(0))
+    for seq in range(1, 20):  # events at t = 0, 10, ..., 190 ms
+        await clock.advance(10)
+        writer.enqueue(ev(seq))
+    await anyio.wait_all_tasks_blocked()
+    assert rec.batches == []
+    await clock.advance(10)
+    await writer.flush()
+    assert rec.batches == [list(range(20))]
+
+
+async def test_the_deadline_is_never_extended(tg: TaskGroup) -> None:
+    clock, rec = FakeClock(), Recorder()
+    writer = controller(tg, rec, clock)
+    writer.enqueue(ev(0))
+    await clock.advance(150)
+    writer.enqueue(ev(1))
+    assert clock.sleepers == 1
+    await clock.advance(50)
+    await writer.flush()
+    assert rec.batches == [[0, 1]]
+
+
+async def test_flush_with_nothing_pending_does_no_io(tg: TaskGroup) -> None:
+    clock, rec = FakeClock(), Recorder()
+    writer = controller(tg, rec, clock)
+    await writer.flush()
+    writer.enqueue(ev(0))
+    await writer.flush()
+    await writer.flush()
+    assert rec.batches == [[0]]
+    assert clock.sleepers == 0
+
+
+async def test_concurrent_flushes_share_one_write(tg: TaskGroup) -> None:
+    clock, rec = FakeClock(), Recorder()
+    writer = controller(tg, rec, clock)
+
+    async def step(seq: int) -> None:
+        writer.enqueue(ev(seq))
+        await writer.flush()
+
+    async with anyio.create_task_group() as inner:
+        for seq in range(8):
+            inner.start_soon(step, seq)
+    assert len(rec.batches) == 1
+    assert sorted(rec.batches[0]) == list(range(8))  # trio starts tasks in random order
+
+
+async def test_flushes_during_an_inflight_write_add_at_most_one_more(tg: TaskGroup) -> None:
+    clock, rec = FakeClock(), Recorder()
+    rec.gate = anyio.Event()
+    writer = controller(tg, rec, clock)
+    writer.enqueue(ev(0))
+    await clock.advance(200)
+    await rec.started.wait()
+
+    async def step(seq: int) -> None:
+        writer.enqueue(ev(seq))
+        await writer.flush()
+
+    async with anyio.create_task_group() as inner:
+        for seq in range(1, 6):
+            inner.start_soon(step, seq)
+        await anyio.wait_all_tasks_blocked()
+        rec.gate.set()
+    assert len(rec.batches) == 2
+    assert rec.batches[0] == [0]
+    assert sorted(rec.batches[1]) == [1, 2, 3, 4, 5]
+
+
+async def test_a_drain_writes_events_admitted_meanwhile_before_returning(tg: TaskGroup) -> None:
+    clock, rec = FakeClock(), Recorder()
+    rec.gate = anyio.Event()
+    writer = controller(tg, rec, clock)
+    writer.enqueue(ev(0))
+    done = anyio.Event()
+
+    async def flush() -> None:
+        await writer.flush()
+        done.set()
+
+    tg.start_soon(flush)
+    await rec.started.wait()
+    writer.enqueue(ev(1))
+    assert clock.sleepers == 0  # during a drain events are only queued
+    rec.gate.set()
+    await done.wait()
+    assert rec.batches == [[0], [1]]
+
+
+async def test_background_failure_warns_once_pauses_and_keeps_the_batch(
+    tg: TaskGroup, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock, rec = FakeClock(), Recorder()
+    rec.fail = OSError("disk full")
+    writer = controller(tg, rec, clock)
+    writer.enqueue(ev(0))
+    writer.enqueue(ev(1))
+    with caplog.at_level(logging.WARNING, logger="plugins.session_persistence"):
+        await clock.advance(200)
+        await clock.advance(1000)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{LABEL} failed (buffered events retained): disk full"
+    ]
+    assert clock.sleepers == 0  # paused until the next enqueue or flush
+    with pytest.raises(OSError, match="disk full"):
+        await writer.flush()
+    assert [e["seq"] for e in writer.pending] == [0, 1]
+    rec.fail = None
+    writer.enqueue(ev(2))
+    await anyio.wait_all_tasks_blocked()
+    assert clock.sleepers == 1  # the enqueue unpaused and re-armed the window
+    await writer.flush()
+    assert rec.batches == [[0, 1, 2]]
+
+
+async def test_a_failed_drain_rejects_every_joined_flush(tg: TaskGroup) -> None:
+    clock, rec = FakeClock(), Recorder()
+    rec.fail = OSError("EIO")
+    writer = controller(tg, rec, clock)
+    errors: list[BaseException] = []
+
+    async def step(seq: int) -> None:
+        writer.enqueue(ev(seq))
+        try:
+            await writer.flush()
+        except OSError as error:
+            errors.append(error)
+
+    async with anyio.create_task_group() as inner:
+        for seq in range(3):
+            inner.start_soon(step, seq)
+    assert len(errors) == 3
+    assert sorted(e["seq"] for e in writer.pending) == [0, 1, 2]
+    assert rec.batches == []
+
+
+async def test_a_cancelled_flush_hands_the_drain_over(tg: TaskGroup) -> None:
+    clock, rec = FakeClock(), Recorder()
+    writer = controller(tg, rec, clock)
+    rec.gate = anyio.Event()
+    writer.enqueue(ev(0))
+    await clock.advance(200)
+    await rec.started.wait()  # a background write is in flight
+    writer.enqueue(ev(1))
+    with anyio.move_on_after(0.01):
+        await writer.flush()  # starts a drain waiting on the in-flight write, then cancelled
+    rec.gate.set()
+    with anyio.fail_after(2):
+        await writer.flush()
+    assert rec.batches == [[0], [1]]
