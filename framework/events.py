@@ -30,19 +30,32 @@ class Scope:
 class _Slot:
     """The listeners of one event name, with a cached snapshot for dispatch."""
 
-    __slots__ = ("entries", "plain", "scoped")
+    __slots__ = ("by_scope", "entries", "plain", "scoped")
 
     def __init__(self) -> None:
         self.entries: list[tuple[Listener, Scope | None]] = []
         self.plain: tuple[Listener, ...] = ()  # valid while no scoped listener is registered
         self.scoped = 0
+        self.by_scope: dict[Scope | None, tuple[Listener, ...]] = {}  # snapshots per scope
 
     def refresh(self) -> None:
         self.scoped = sum(1 for _, scope in self.entries if scope is not None)
         self.plain = tuple(cb for cb, _ in self.entries)
+        self.by_scope.clear()
+
+    def for_scope(self, scope: Scope | None) -> tuple[Listener, ...]:
+        listeners = self.by_scope.get(scope)
+        if listeners is None:
+            lineage = scope.lineage if scope is not None else frozenset()
+            listeners = tuple(cb for cb, own in self.entries if own is None or own in lineage)
+            if len(self.by_scope) >= _SCOPE_CACHE:
+                self.by_scope.clear()
+            self.by_scope[scope] = listeners
+        return listeners
 
 
 _EMPTY: tuple[Listener, ...] = ()
+_SCOPE_CACHE = 64  # bound on cached per-scope snapshots of one event name
 
 
 class Bus:
@@ -84,8 +97,7 @@ class Bus:
             return _EMPTY
         if not slot.scoped:
             return slot.plain
-        lineage = scope.lineage if scope is not None else frozenset()
-        return tuple(cb for cb, own in slot.entries if own is None or own in lineage)
+        return slot.for_scope(scope)
 
     def emit(self, name: str, args: tuple[Any, ...], scope: Scope | None) -> None:
         for listener in self.listeners(name, scope):

@@ -397,10 +397,11 @@ class Fiber:
     async def _unload_dependents(self, record: tuple[str, Realm, Entry]) -> None:
         name, _realm, entry = record
         for fiber in tuple(self._root.dependents.get(name, ())):
-            if fiber._bound.get(name) is entry and not fiber.within(self):
-                async with fiber._lock:
-                    if fiber.state is FiberState.ACTIVE and fiber._bound.get(name) is entry:
-                        await fiber._unload()
+            if fiber._bound.get(name) is not entry or fiber.within(self) or self.within(fiber):
+                continue  # not bound here, or torn down as part of this very teardown
+            async with fiber._lock:
+                if fiber.state is FiberState.ACTIVE and fiber._bound.get(name) is entry:
+                    await fiber._unload()
 
 
 def describe(plugin: Any) -> tuple[str, tuple[str, ...]]:

@@ -104,3 +104,19 @@ async def test_listeners_snapshot_follows_the_calling_scope() -> None:
         assert ctx.listeners("e") == (plain,)
         assert ctx.scoped(scope).listeners("e") == (scoped_listener, plain)
         assert ctx.listeners("missing") == ()
+
+
+async def test_scoped_snapshots_follow_registration_changes() -> None:
+    scope = Scope()
+    async with Context() as ctx:
+        scoped = ctx.scoped(scope)
+        off = scoped.on("e", lambda: "first")
+        assert scoped.bail("e") == "first"
+        scoped.on("e", lambda: "prepended", prepend=True)
+        assert scoped.bail("e") == "prepended"
+        off()
+        assert scoped.listeners("e")[0]() == "prepended"
+        assert len(scoped.listeners("e")) == 1
+        many = [Scope(scope) for _ in range(100)]
+        assert all(ctx.scoped(s).bail("e") == "prepended" for s in many)
+        assert ctx.bail("e") is None

@@ -392,3 +392,16 @@ async def test_reading_after_the_reader_is_disposed_is_an_inactive_error() -> No
         await reader.dispose()
         with pytest.raises(ServiceError, match="in inactive context"):
             reader.ctx.thing  # noqa: B018
+
+
+async def test_child_provider_of_a_dependent_does_not_deadlock_its_unload() -> None:
+    async with Context() as ctx:
+        await ctx.plugin(provider("base", 1))
+        dependent = ctx.plugin(consumer("base", "inner"))
+        await dependent
+        inner = dependent.ctx.plugin(provider("inner", 2))
+        await ctx.settle()
+        assert dependent.state is FiberState.ACTIVE
+        with anyio.fail_after(1):
+            await dependent.dispose()
+        assert inner.state is FiberState.DISPOSED
