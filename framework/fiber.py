@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -190,6 +191,7 @@ class Fiber:
         self._provided: list[tuple[str, Realm, Entry]] = []
         self._bound: dict[str, Entry] = {}
         self._lock = anyio.Lock()
+        self._owner: int | None = None  # id of the task inside a transition of this fiber
         self._pending = 0
         self._waiter: anyio.Event | None = None
         self._disposing = False
@@ -218,7 +220,11 @@ class Fiber:
         return missing
 
     async def dispose(self) -> None:
-        """Undo every effect (children included) and end DISPOSED; later calls are no-ops."""
+        """Undo every effect (children included) and end DISPOSED; later calls are no-ops.
+
+        Called from inside this fiber's own transition (its apply or one of its disposers), it
+        returns at once: a running apply is cancelled and the transition ends DISPOSED.
+        """
         if self._disposing:
             return
         self._disposing = True
@@ -226,23 +232,34 @@ class Fiber:
             self.parent._children.remove(self)
         if self._apply_scope is not None:
             self._apply_scope.cancel()
+        if self._owner is not None and self._owner == anyio.get_current_task().id:
+            return
         self._root.enter()
         try:
             with anyio.CancelScope(shield=True):  # a half-done teardown would leak registrations
-                await self._dispose_locked()
+                async with self._transition():
+                    pass
         finally:
             self._root.leave()
             self._wake()
 
-    async def _dispose_locked(self) -> None:
+    @asynccontextmanager
+    async def _transition(self) -> AsyncIterator[None]:
+        """Hold the fiber's lock; on the way out, finish a disposal requested meanwhile."""
         async with self._lock:
-            await self._release()
-            self.state = FiberState.UNLOADING
-            await self._teardown()
-            self.state = FiberState.DISPOSED
-            self._bound = {}
-            for name in self.inject:
-                self._root.dependents[name].remove(self)
+            self._owner = anyio.get_current_task().id
+            try:
+                yield
+                if self._disposing and self.state is not FiberState.DISPOSED:
+                    await self._release()
+                    self.state = FiberState.UNLOADING
+                    await self._teardown()
+                    self.state = FiberState.DISPOSED
+                    self._bound = {}
+                    for name in self.inject:
+                        self._root.dependents[name].remove(self)
+            finally:
+                self._owner = None
 
     def within(self, other: Fiber) -> bool:
         """Whether this fiber is `other` or one of its descendants."""
@@ -293,7 +310,7 @@ class Fiber:
 
     async def _refresh(self, retry: bool) -> None:
         try:
-            async with self._lock:
+            async with self._transition():
                 if self._disposing:
                     return
                 if self.state is FiberState.ACTIVE:
@@ -399,7 +416,7 @@ class Fiber:
         for fiber in tuple(self._root.dependents.get(name, ())):
             if fiber._bound.get(name) is not entry or fiber.within(self) or self.within(fiber):
                 continue  # not bound here, or torn down as part of this very teardown
-            async with fiber._lock:
+            async with fiber._transition():
                 if fiber.state is FiberState.ACTIVE and fiber._bound.get(name) is entry:
                     await fiber._unload()
 

@@ -184,3 +184,44 @@ async def test_emit_after_the_root_closed_drops_async_work(
     root.emit("e")
     assert ran == []
     assert 'listener of "e": background work dropped, the root is closed' in caplog.text
+
+
+async def test_a_plugin_may_dispose_itself_from_its_apply() -> None:
+    log: list[str] = []
+
+    async def one_shot(ctx: Context, config: object) -> None:
+        ctx.effect(lambda: lambda: log.append("undone"))
+        await ctx.fiber.dispose()
+        log.append("after dispose")
+        await anyio.lowlevel.checkpoint()
+        log.append("not reached")
+
+    async with Context() as ctx:
+        fiber = ctx.plugin(one_shot)
+        with anyio.fail_after(1):
+            await fiber
+        assert fiber.state is FiberState.DISPOSED
+        assert log == ["after dispose", "undone"]
+
+
+async def test_a_disposer_may_dispose_its_own_unloading_fiber() -> None:
+    log: list[str] = []
+
+    def plugin(ctx: Context, config: object) -> object:
+        async def disposer() -> None:
+            log.append("disposer")
+            await ctx.fiber.dispose()
+
+        return disposer
+
+    plugin.inject = ["dep"]  # type: ignore[attr-defined]
+    async with Context() as ctx:
+        source = ctx.plugin(lambda ctx, config: ctx.provide("dep", 1))
+        fiber = ctx.plugin(plugin)
+        await ctx.settle()
+        assert fiber.state is FiberState.ACTIVE
+        with anyio.fail_after(1):
+            await source.dispose()
+            await ctx.settle()
+        assert fiber.state is FiberState.DISPOSED
+        assert log == ["disposer"]
