@@ -152,8 +152,11 @@ class AbortSignal:
             return
         if src is self:
             self._abort(self._timeout)
-        else:
-            src._check_deadline()
+            return
+        src._check_deadline()
+        if not self._aborted:  # the source's deadline was withdrawn (its block exited)
+            self._deadline = math.inf
+            self._deadline_src = None
 
     def _abort(self, reason: object) -> None:
         if self._aborted:
@@ -243,6 +246,7 @@ def abort_scope(signal: AbortSignal) -> Iterator[anyio.CancelScope]:
     One-way bridge: cancellation from outside (a task group) propagates unchanged and never
     aborts the signal.
     """
+    signal.aborted  # noqa: B018 - observing fires or withdraws an expired deadline first
     scope = anyio.CancelScope(deadline=signal._deadline)
     remove = signal.add_listener(lambda _reason: scope.cancel())
     try:

@@ -222,3 +222,17 @@ async def test_any_inherits_the_earliest_deadline() -> None:
         with anyio.fail_after(1):
             await combined.wait()
         assert combined.reason is d.signal.reason
+
+
+async def test_a_signal_derived_from_an_exited_deadline_never_fires() -> None:
+    with deadline(None, 1, "T") as d:
+        combined = AbortSignal.any([d.signal])
+    await anyio.sleep(0.01)
+    start = anyio.current_time()
+    with abort_scope(combined):
+        await anyio.sleep(0.02)
+    assert anyio.current_time() - start >= 0.02
+    assert not combined.aborted
+    with anyio.move_on_after(0.01):
+        await combined.wait()
+    assert not combined.aborted
