@@ -1,4 +1,12 @@
-"""The Context: plugin registration, services, effects and event dispatch as seen by one fiber."""
+"""The Context: plugin registration, services, effects and event dispatch as seen by one fiber.
+
+Every context belongs to a fiber (the root context to the root fiber). `ctx.plugin()` creates a
+child fiber with its own context and schedules its loading in the root's task group; whatever a
+context registers (`effect`, `provide`, `on`, child plugins, registrations made through a bound
+Service view) is undone when its fiber unloads or is disposed. Services resolve through the
+realm of their name (see `framework.service`); events go through the root's single bus, filtered
+by the context's scope.
+"""
 
 from __future__ import annotations
 

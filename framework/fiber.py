@@ -1,4 +1,12 @@
-"""Fibers: a plugin's lifecycle (states, effects, injection) and the state shared by a root."""
+"""Fibers: a plugin's lifecycle (states, effects, injection) and the state shared by a root.
+
+Transitions of one fiber are serialised by its lock and run in background tasks of the root's
+task group. A fiber loads while every injected service exists and its provider is ACTIVE (and
+not releasing); before a provider unloads, the dependents bound to its services are unloaded
+back to PENDING, while the services are still readable. A service change re-evaluates its
+dependents: PENDING ones load, ACTIVE ones bound to another provider reload, FAILED ones retry.
+Teardown order: dependents, then child fibers (last first), then effects (last first).
+"""
 
 from __future__ import annotations
 
