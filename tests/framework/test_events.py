@@ -344,3 +344,16 @@ async def test_listener_registered_during_dispatch_waits_for_the_next_one() -> N
         ctx.on("e", first)
         ctx.emit("e")
         assert calls == ["first"]
+
+
+async def test_emit_logs_a_failing_async_listener(caplog: pytest.LogCaptureFixture) -> None:
+    async def broken() -> None:
+        raise RuntimeError("async observer failed")
+
+    with caplog.at_level(logging.ERROR, logger="framework"):
+        async with Context() as ctx:
+            ctx.on("e", broken)
+            ctx.emit("e")
+            await anyio.sleep(0.01)
+    assert 'listener of "e" failed' in caplog.text
+    assert "async observer failed" in caplog.text

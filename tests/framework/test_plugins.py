@@ -203,3 +203,27 @@ async def test_function_plugin_inject_attribute_is_honoured() -> None:
         await fiber
         assert fiber.state is FiberState.PENDING
         assert fiber.waiting_for() == ["needed"]
+
+
+async def test_inject_keyword_adds_required_services() -> None:
+    loaded: list[str] = []
+    async with Context() as ctx:
+        fiber = ctx.plugin(lambda ctx, config: loaded.append("x"), inject=["extra"])
+        await fiber
+        assert fiber.state is FiberState.PENDING
+        assert fiber.inject == ("extra",)
+        await ctx.plugin(lambda ctx, config: ctx.provide("extra", 1))
+        await ctx.settle()
+        assert fiber.state is FiberState.ACTIVE
+    assert loaded == ["x"]
+
+
+def test_fiber_states_are_the_binding_six() -> None:
+    assert [state.name for state in FiberState] == [
+        "PENDING",
+        "LOADING",
+        "ACTIVE",
+        "FAILED",
+        "DISPOSED",
+        "UNLOADING",
+    ]
