@@ -228,21 +228,23 @@ class Context:
         realm = self._realm(name)
         entry = realm.entries.get(name)
         fiber = self._fiber
-        if fiber.parent is None:
-            if entry is None:
-                raise AttributeError(f'service "{name}" is not provided')
-            return self._view(realm, name)
-        if entry is not None and fiber.within(entry.fiber):
-            return self._view(realm, name)
-        if name not in self._injected:
+        injected = name in self._injected
+        if entry is not None:
+            if fiber.parent is None:
+                return self._view(realm, name)
+            if (
+                injected
+                and entry.fiber.state is FiberState.ACTIVE
+                and fiber.state is not FiberState.DISPOSED
+            ):
+                return self._view(realm, name)
+            if fiber.within(entry.fiber):  # the provider (or its child) reading its own service
+                return self._view(realm, name)
+        elif fiber.parent is None:
+            raise AttributeError(f'service "{name}" is not provided')
+        if not injected:
             raise ServiceError(f'cannot get property "{name}" without inject')
-        if (
-            entry is None
-            or entry.fiber.state is not FiberState.ACTIVE
-            or fiber.state is FiberState.DISPOSED
-        ):
-            raise ServiceError(f'cannot get required service "{name}" in inactive context')
-        return self._view(realm, name)
+        raise ServiceError(f'cannot get required service "{name}" in inactive context')
 
     def _realm(self, name: str) -> Realm:
         return self._realms.get(name) or self._root.default_realm
