@@ -117,6 +117,9 @@ class Context:
         name, declared = describe(plugin)
         required = tuple(dict.fromkeys((*declared, *inject)))
         parent = self._fiber
+        parent.check_active()
+        if self._root.tg is None:
+            raise FrameworkError("enter the root context (async with Context()) before plugins")
         fiber = Fiber(self._root, parent, plugin, config, name, required)
         realms = self._realms
         if isolate:
@@ -126,7 +129,6 @@ class Context:
                     continue
                 realms[service] = self._root.realm(None if label is True else str(label))
         fiber.ctx = self._derive(fiber, realms, self._injected.union(required), self._scope)
-        parent.check_active()
         parent._children.append(fiber)
         service_names.update(required)
         for service in required:

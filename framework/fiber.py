@@ -146,8 +146,7 @@ class Root:
 
     def schedule(self, fiber: Fiber, retry: bool) -> None:
         """Re-evaluate `fiber` in the background (load, reload, unload as needed)."""
-        if self.tg is None:
-            raise FrameworkError("the root context is not entered")
+        assert self.tg is not None, "Context.plugin checks that the root is entered"
         fiber._pending += 1
         self.enter()
         self.tg.start_soon(fiber._refresh, retry)

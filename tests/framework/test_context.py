@@ -225,3 +225,8 @@ async def test_a_disposer_may_dispose_its_own_unloading_fiber() -> None:
             await ctx.settle()
         assert fiber.state is FiberState.DISPOSED
         assert log == ["disposer"]
+
+
+def test_plugin_before_entering_the_root_is_refused() -> None:
+    with pytest.raises(FrameworkError, match="enter the root context"):
+        Context().plugin(lambda ctx, config: None)
