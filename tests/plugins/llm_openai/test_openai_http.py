@@ -276,6 +276,7 @@ async def test_tool_call_stream(server: Server, key: str) -> None:
         {"type": "tool-call", "id": "call_b", "name": "list", "arguments": "{}"},
     ]
     assert result.usage == {"inputTokens": 12, "outputTokens": 5}
+    assert "idempotency-key" not in server.requests[0]["headers"]  # no idempotency_header set
     assert got[:3] == [
         {"type": "block-start", "index": 0, "blockType": "tool-call"},
         {

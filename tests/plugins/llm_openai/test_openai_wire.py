@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from plugins.llm import LlmError
+from plugins.llm import GenerateOptions, LlmError
+from plugins.llm_openai import OpenAIAdapter
 from plugins.llm_openai.decode import ChatStreamDecoder
 from plugins.llm_openai.failures import http_error, retry_after_ms
 from plugins.llm_openai.sse import SseDecoder
@@ -332,3 +333,16 @@ def test_retry_after_forms() -> None:
     assert retry_after_ms(headers(retry_after=later), now.timestamp()) == 30000
     assert retry_after_ms(headers(retry_after="soon"), 0) is None
     assert retry_after_ms(headers(), 0) is None
+
+
+def test_request_body_minimal_and_model_fallback() -> None:
+    adapter = OpenAIAdapter(httpx.AsyncClient(), model="fallback-model")
+    body = adapter.request_body(GenerateOptions(provider="openai", model="", messages=[user("x")]))
+    assert body == {
+        "model": "fallback-model",
+        "messages": [{"role": "user", "content": "x"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    named = GenerateOptions(provider="openai", model="m", messages=[])
+    assert adapter.request_body(named)["model"] == "m"
