@@ -54,7 +54,7 @@ class LlmService(Service):
     def provider_info(self, provider: str) -> ProviderInfo | None:
         """The registered provider's metadata, or None."""
         route = self._routes.get(provider)
-        return None if route is None else dict(route.info)  # type: ignore[return-value]
+        return None if route is None else {"id": route.info["id"], "name": route.info["name"]}
 
     async def prepare_call(
         self, config: Mapping[str, Any], signal: AbortSignal | None = None
