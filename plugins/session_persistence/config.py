@@ -17,6 +17,4 @@ class Config(BaseModel):
         default=200, ge=1, le=MAX_DELAY_MS, alias="writeBatchMaxDelayMs"
     )
     #: How many sessions prepared by `inspect` are kept for a following `prepare`.
-    prepared_session_cache_size: int = Field(
-        default=5, ge=0, alias="preparedSessionCacheSize"
-    )
+    prepared_session_cache_size: int = Field(default=5, ge=0, alias="preparedSessionCacheSize")

@@ -220,7 +220,7 @@ class Coordinator:
             if kind not in KNOWN_EVENT_TYPES and event.get("ignorable") is not True:
                 raise SessionFormatUnsupportedError(
                     f'session "{session_id}" contains event type "{_js_text(kind)}" '
-                    f'(seq {_js_text(event.get("seq"))}) unknown to this harness and not marked '
+                    f"(seq {_js_text(event.get('seq'))}) unknown to this harness and not marked "
                     "ignorable; refusing to interpret the log — it was likely written by a "
                     "newer harness" + self._located(meta)
                 )
@@ -327,14 +327,14 @@ class Coordinator:
 
     async def create(self, meta: JsonObject) -> None:
         """Record the intent to create a session (rule 2); nothing is written until an append."""
+        if type(meta) is not dict:
+            raise TypeError("session metadata must be losslessly JSON-serializable")
+        if not _is_safe_count(meta.get("createdAt")):
+            raise TypeError("session metadata createdAt must be a non-negative safe integer")
         try:
             header = snapshot(meta)
         except TypeError:
             raise TypeError("session metadata must be losslessly JSON-serializable") from None
-        if type(header) is not dict:
-            raise TypeError("session metadata must be losslessly JSON-serializable")
-        if not _is_safe_count(header.get("createdAt")):
-            raise TypeError("session metadata createdAt must be a non-negative safe integer")
         session_id = header.get("id")
         if type(session_id) is not str or not session_id:
             raise TypeError("session metadata id must be a non-empty string")
@@ -428,16 +428,16 @@ class Coordinator:
                 _, prepared = await self._commit(session_id)
                 return SessionLog(prepared.meta, list(prepared.events))
         await self._flush_binding(binding)
-        if binding.entry is None or not binding.entry.materialized:
+        entry = binding.entry
+        if entry is None or not entry.materialized:
             raise SessionPersistenceError(f'session "{session_id}" not found')
-        live = binding.session
-        events = list(live.events)
+        events = list(binding.session.events)
         if interrupted_turn_closers(events):
             raise SessionPersistenceError(
                 f'cannot load session "{session_id}" while its live turn is open; use the '
                 "live Session or wait for the turn to close"
             )
-        return SessionLog(dict(live.header), events)
+        return SessionLog(dict(entry.meta), events)
 
     async def inspect(self, session_id: str) -> SessionLog:
         """The balanced log without writing anything (a live session: its unflushed events)."""

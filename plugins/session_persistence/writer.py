@@ -21,7 +21,7 @@ logger = logging.getLogger("plugins.session_persistence")
 #: Writes one batch durably (the coordinator's queued, shielded `append_batch`).
 WriteBatch = Callable[[list[JsonObject]], Awaitable[None]]
 #: Starts a background task (a task group's `start_soon`).
-Spawn = Callable[..., None]
+Spawn = Callable[..., object]
 #: Waits a number of seconds (`anyio.sleep`, or a fake clock's).
 Sleep = Callable[[float], Awaitable[object]]
 

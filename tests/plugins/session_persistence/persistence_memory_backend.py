@@ -7,6 +7,7 @@ afterwards leaks in. Writer locks and the stale-writer check follow spec 02 §6 
 
 from __future__ import annotations
 
+import builtins
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from plugins.session_persistence import (
     JsonObject,
     Location,
     SessionLockedError,
+    SessionPersistenceCorruptionError,
     SessionPersistenceError,
     Snapshot,
     StaleWriterError,
@@ -41,10 +43,22 @@ class MemoryStorage:
     logs: dict[str, _Log] = field(default_factory=dict)
     locks: dict[str, tuple[object, int]] = field(default_factory=dict)
 
-    def tear(self, session_id: str, recovered: Sequence[JsonObject]) -> None:
-        """Make the tail torn: `recovered` events decoded best-effort after the committed ones."""
+    def tear(self, session_id: str) -> None:
+        """Lose the last stored event as a torn write would (the rest reads as recovered)."""
         log = self.logs[session_id]
-        log.torn = [dumps(event) for event in recovered]
+        log.lines.pop()
+        log.torn = []
+        log.revision = next(_revisions)
+
+    def corrupt(self, session_id: str, index: int) -> None:
+        """Make stored event `index` unparsable."""
+        log = self.logs[session_id]
+        log.lines[index] = log.lines[index][:-3]
+        log.revision = next(_revisions)
+
+    def set_version(self, session_id: str, version: int) -> None:
+        log = self.logs[session_id]
+        log.meta = dumps({**loads(log.meta), "version": version})
         log.revision = next(_revisions)
 
 
@@ -74,7 +88,10 @@ class MemoryBackend:
         log = self.storage.logs.get(session_id)
         if log is None:
             return None
-        events = [loads(line) for line in [*log.lines, *(log.torn or [])]]
+        try:
+            events = [loads(line) for line in [*log.lines, *(log.torn or [])]]
+        except ValueError as error:
+            raise SessionPersistenceCorruptionError(f"corrupt session log: {error}") from None
         self._seen[session_id] = len(log.lines)
         marker = None if log.torn is None else len(log.lines)
         return StoredLog(loads(log.meta), events, str(log.revision), marker)
@@ -123,7 +140,7 @@ class MemoryBackend:
     async def list(self) -> list[JsonObject]:
         return [loads(log.meta) for log in self.storage.logs.values()]
 
-    async def list_snapshots(self) -> list[Snapshot]:
+    async def list_snapshots(self) -> builtins.list[Snapshot]:
         return [Snapshot(loads(log.meta), str(log.revision)) for log in self.storage.logs.values()]
 
     async def acquire_writer(self, session_id: str) -> None:
