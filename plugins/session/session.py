@@ -22,6 +22,8 @@ logger = logging.getLogger("plugins.session")
 
 Clock = Callable[[], int]
 
+_REPLACE_KEYS = ("op", "start", "end")
+
 
 def now_ms() -> int:
     """Wall-clock time in integer epoch milliseconds."""
@@ -118,7 +120,7 @@ class Session:
         try:
             data = snapshot(data)
             if surface_op is not None:
-                surface_op = snapshot(surface_op)
+                surface_op = _canonical_op(snapshot(surface_op))
             if source_event_seqs is not None:
                 source_event_seqs = snapshot(source_event_seqs)
         except TypeError as error:
@@ -160,6 +162,14 @@ class Session:
             self._publishing = False
 
 
+def _canonical_op(op: Any) -> Any:
+    """A replace op in its on-disk key order `{"op","start","end"}` (other shapes unchanged;
+    validation refuses them)."""
+    if type(op) is not dict:
+        return op
+    return {key: op[key] for key in _REPLACE_KEYS if key in op} | op
+
+
 def _background(awaitable: Any, session_id: str, what: str) -> None:
     """Await `awaitable` in the root task group, logging `session "<id>": <what>: <e>`."""
 
@@ -171,7 +181,9 @@ def _background(awaitable: Any, session_id: str, what: str) -> None:
 
     group = timer_group.get()
     if group is None:
-        run().close()
-        logger.error('session "%s": %s: no running root context', session_id, what)
+        close = getattr(awaitable, "close", None)
+        if close is not None:
+            close()
+        logger.error('session "%s": %s: no running root context to await it', session_id, what)
         return
     group.start_soon(run)

@@ -209,3 +209,15 @@ def test_from_stored_refuses_invalid_logs(outcome_unknown_log: Any) -> None:
     del events[2]
     with pytest.raises(EventFormatError, match="not contiguous"):
         Session.from_stored(outcome_unknown_log.header, events)
+
+
+def test_replace_surface_op_is_written_in_canonical_order() -> None:
+    session = Session(HEADER, clock=Clock())
+    session.append("user/message", user_message("a", "1"), surface_op="append")
+    op = {"end": 0, "start": 0, "op": "replace"}
+    event = session.append(
+        "user/message", user_message("b", "2"), surface_op=op, source_event_seqs=[0]
+    )
+    assert dumps(event["surfaceOp"]) == '{"op":"replace","start":0,"end":0}'
+    assert op == {"end": 0, "start": 0, "op": "replace"}
+    assert event["surfaceOp"] is not op
