@@ -65,12 +65,8 @@ class SessionStore(Service):
     # -- dispatch ----------------------------------------------------------------------------
 
     def _listeners(self, name: str) -> tuple[Listener, ...]:
-        """A snapshot of the listeners of `name` as a dispatch from the provider would see them.
-
-        The framework has no public listener accessor yet; this reads its bus directly.
-        """
-        listeners: tuple[Listener, ...] = self.ctx._root.bus.listeners(name, self.ctx.scope)
-        return listeners
+        """A snapshot of the listeners of `name` as a dispatch from the provider sees them."""
+        return self.ctx.listeners(name)
 
     def _notify_disposed(self, session: Session) -> None:
         for listener in self._listeners("session/disposed"):
@@ -107,11 +103,10 @@ class SessionStore(Service):
         """A new, unpublished session: `id` (default: a free `session-<n>`), header from `meta`
         (`createdAt` defaults to now), validated `seed`. Nothing is registered or emitted."""
         try:
-            meta = snapshot(dict(meta) if meta is not None else {})
+            fields: dict[str, Any] = snapshot(dict(meta) if meta is not None else {})
         except TypeError as error:
             raise TypeError("session metadata must be losslessly JSON-serializable") from error
-        assert meta is not None
-        unknown = meta.keys() - _META_KEYS
+        unknown = fields.keys() - _META_KEYS
         if unknown:
             names = ", ".join(f'"{k}"' for k in sorted(unknown))
             raise ValueError(f"session metadata has unknown key(s) {names}")
@@ -121,8 +116,8 @@ class SessionStore(Service):
             raise ValueError(f"session id must be a non-empty string, got {id!r}")
         if id in self._live:
             raise RuntimeError(f'session "{id}" already exists')
-        created_at = meta.get("createdAt", self.clock())
-        return Session(make_header(id, created_at, meta), seed, clock=self.clock)
+        created_at = fields.get("createdAt", self.clock())
+        return Session(make_header(id, created_at, fields), seed, clock=self.clock)
 
     def _free_id(self) -> str:
         while True:
