@@ -239,3 +239,24 @@ def test_array_index_keys_come_first_like_javascript() -> None:
     value = {"b": 1, "10": 2, "a": {"x": 0, "2": 1, "01": 2, "0": 3}, "1": 4, "4294967295": 5}
     assert dumps(value) == ('{"1":4,"10":2,"b":1,"a":{"0":3,"2":1,"x":0,"01":2},"4294967295":5}')
     assert dumps({"": None, "0": None}) == '{"0":null,"":null}'
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
+    | st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f != 0.0 or str(f) == "0.0")
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200)
+@given(_json_values)
+def test_snapshot_and_round_trip_properties(value: Any) -> None:
+    copied = snapshot(value)
+    assert copied == value
+    text = dumps(value)
+    assert dumps(copied) == text
+    assert dumps(loads(text)) == text

@@ -101,6 +101,18 @@ async def test_create_header_and_duplicate(store: SessionStore) -> None:
     assert str(info.value) == 'session "a" already exists'
 
 
+async def test_create_keeps_given_created_at(store: SessionStore) -> None:
+    session = store.create("a", meta={"createdAt": 7, "delegationDepth": 1, "origin": "subagent"})
+    assert session.header == {
+        "version": 0,
+        "id": "a",
+        "createdAt": 7,
+        "origin": "subagent",
+        "delegationDepth": 1,
+    }
+    assert list(session.header) == ["version", "id", "createdAt", "origin", "delegationDepth"]
+
+
 async def test_create_refuses_lossy_meta(store: SessionStore) -> None:
     with pytest.raises(TypeError) as info:
         store.create("a", meta={"cwd": ("/w",)})
@@ -300,7 +312,7 @@ async def test_enter_duplicate_and_announce_unknown(store: SessionStore) -> None
 
 
 async def test_publishing_a_stored_session(
-    root: Context, store: SessionStore, outcome_unknown_log: Any
+    root: Context, store: SessionStore, clock: Clock, outcome_unknown_log: Any
 ) -> None:
     seen = record(root, "session/created", "session/event")
     events = outcome_unknown_log.events[:5]
@@ -311,6 +323,9 @@ async def test_publishing_a_stored_session(
     assert seen == [("session/created", session)]
     assert session.events[-1]["type"] == "session/end-seed"
     assert session.first_live_seq == 9
+    event = session.append("turn/start", {"turn": 2})
+    assert event["time"] == clock.now
+    assert seen[-1] == ("session/event", session, event)
 
 
 # -- flush -----------------------------------------------------------------------------------
