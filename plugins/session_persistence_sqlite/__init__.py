@@ -7,9 +7,10 @@ transaction per durable batch, and a `session_locks` row per live writer.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from framework import Context
 from plugins.session_persistence import Config as PersistenceConfig
@@ -45,6 +46,16 @@ class Config(PersistenceConfig):
     journal_mode: JournalMode = Field(default="wal", alias="journalMode")
     #: How long a write waits for another connection's lock, in ms.
     busy_timeout_ms: int = Field(default=5000, ge=0, le=2**31 - 1, alias="busyTimeoutMs")
+
+    @field_validator("path")
+    @classmethod
+    def _absolute_path(cls, path: str | None) -> str | None:
+        if path is None:
+            return None
+        expanded = os.path.expanduser(path)
+        if not os.path.isabs(expanded):
+            raise ValueError(f"path must be an absolute path (or start with ~), got {path!r}")
+        return expanded
 
     def backend(self) -> SqliteBackend:
         """A backend for this configuration."""

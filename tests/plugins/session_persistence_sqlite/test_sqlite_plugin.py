@@ -28,7 +28,13 @@ def test_plugin_identity_and_config(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert config.prepared_session_cache_size == 5
     parsed = sqlite_plugin.Config.model_validate({"journalMode": "delete", "busyTimeoutMs": 7})
     assert (parsed.journal_mode, parsed.busy_timeout_ms) == ("delete", 7)
-    for bad in ({"journal_mode": "memory"}, {"pth": "/x"}, {"busy_timeout_ms": -1}):
+    bad_configs = (
+        {"journal_mode": "memory"},
+        {"pth": "/x"},
+        {"busy_timeout_ms": -1},
+        {"path": "relative/s.sqlite3"},
+    )
+    for bad in bad_configs:
         with pytest.raises(ValidationError):
             sqlite_plugin.Config.model_validate(bad)
     monkeypatch.setenv("DSH_HOME", str(tmp_path))
@@ -36,8 +42,9 @@ def test_plugin_identity_and_config(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     monkeypatch.delenv("DSH_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert sqlite_plugin.Config().backend().path == tmp_path / "home" / ".dsh" / "sessions.sqlite3"
-    made = sqlite_plugin.Config(path="~/db/s.sqlite3").backend()
-    assert made.path == tmp_path / "home" / "db" / "s.sqlite3"
+    made = sqlite_plugin.Config(path="~/db/s.sqlite3")
+    assert made.path == str(tmp_path / "home" / "db" / "s.sqlite3")
+    assert made.backend().path == tmp_path / "home" / "db" / "s.sqlite3"
 
 
 async def test_live_session_survives_a_restart_and_is_locked_while_live(tmp_path: Path) -> None:
