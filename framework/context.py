@@ -89,7 +89,13 @@ class Context:
         finally:
             timer_group.reset(self._token)
             tg.cancel_scope.cancel()
-        return await tg.__aexit__(exc_type, exc, tb)
+        try:
+            return await tg.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            # The body's own exception propagates as itself, not wrapped by the root task group.
+            if exc is not None and all(inner is exc for inner in group.exceptions):
+                return False
+            raise
 
     @property
     def fiber(self) -> Fiber:

@@ -230,3 +230,9 @@ async def test_a_disposer_may_dispose_its_own_unloading_fiber() -> None:
 def test_plugin_before_entering_the_root_is_refused() -> None:
     with pytest.raises(FrameworkError, match="enter the root context"):
         Context().plugin(lambda ctx, config: None)
+
+
+async def test_an_exception_from_the_body_propagates_unwrapped() -> None:
+    with pytest.raises(KeyError, match="body"):
+        async with Context():
+            raise KeyError("body")
