@@ -18,6 +18,7 @@ rows end) starts a torn tail unless a valid `turn/end` follows it, which makes i
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -40,6 +41,7 @@ __all__ = [
     "ZSTD_THRESHOLD",
     "Row",
     "Scan",
+    "decode_row",
     "decode_seqs",
     "encode_rows",
     "encode_seqs",
@@ -57,8 +59,22 @@ MAX_PACKED_BYTES: Final = 1 << 20
 ZSTD_THRESHOLD: Final = 4096
 
 _SURFACE_FIRST: Final = 1
-_compressor = zstandard.ZstdCompressor(level=3)
-_decompressor = zstandard.ZstdDecompressor()
+_codecs = threading.local()
+
+
+def _compress(raw: bytes) -> bytes:
+    """zstd-compress with this thread's compressor (zstandard objects are not thread-safe)."""
+    compressor = getattr(_codecs, "compressor", None)
+    if compressor is None:
+        compressor = _codecs.compressor = zstandard.ZstdCompressor(level=3)
+    return bytes(compressor.compress(raw))
+
+
+def _decompress(blob: bytes) -> bytes:
+    decompressor = getattr(_codecs, "decompressor", None)
+    if decompressor is None:
+        decompressor = _codecs.decompressor = zstandard.ZstdDecompressor()
+    return bytes(decompressor.decompress(blob))
 
 
 class _BadRow(ValueError):
@@ -122,7 +138,7 @@ def _data_column(value: object) -> str | bytes:
     raw = text.encode()
     if len(raw) < ZSTD_THRESHOLD:
         return text
-    packed = _compressor.compress(raw)
+    packed = _compress(raw)
     return packed if len(packed) < len(raw) else text
 
 
@@ -165,7 +181,7 @@ def _packed_rows(members: list[JsonObject], record: JsonObject | None = None) ->
             yield from _packed_rows(members[:half])
             yield from _packed_rows(members[half:])
             return
-        packed = _compressor.compress(raw)
+        packed = _compress(raw)
         if len(packed) < len(raw):
             data = packed
     yield (record["seq0"], record["type"], record["time0"], data, None, None, 0, None)
@@ -192,7 +208,7 @@ def encode_rows(events: Sequence[JsonObject]) -> list[Row]:
 def _json_column(value: object) -> Any:
     if isinstance(value, bytes):
         try:
-            value = _decompressor.decompress(value).decode()
+            value = _decompress(value).decode()
         except (zstandard.ZstdError, UnicodeDecodeError) as error:
             raise _BadRow(f"data does not decompress: {error}") from None
     if not isinstance(value, str):
