@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,11 @@ import pytest
 
 from plugins.session import jsonutil
 
-ORIGINAL_LOGS = Path("/work/shared/fixtures/original-logs")
+#: `$DSH_FIXTURE_LOGS`, else `../shared/fixtures/original-logs` next to the repository.
+ORIGINAL_LOGS = Path(
+    os.environ.get("DSH_FIXTURE_LOGS")
+    or Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "original-logs"
+)
 
 
 @dataclass
