@@ -150,11 +150,12 @@ def fsync_floor(directory: str, rounds: int) -> Series:
         os.close(fd)
 
 
-async def measure(directory: str) -> None:
+async def measure(directory: str, rounds: int = ROUNDS, warmup: int = WARMUP) -> list[Case]:
+    """Alternate turns between the stacks; the baseline first, then (if present) the policy."""
     policy = load_policy()
     counter = FsyncCounter()
+    cases: list[Case] = []
     async with AsyncExitStack() as stack:
-        cases = []
         for name, plugin in (("without policy", None), ("with policy", policy)):
             if name == "with policy" and plugin is None:
                 continue
@@ -162,13 +163,17 @@ async def measure(directory: str) -> None:
             ctx = await stack.enter_async_context(mounted(root, plugin))
             cases.append(Case(name, ctx, root, counter))
         with counter:
-            for index in range(WARMUP + ROUNDS):
+            for index in range(warmup + rounds):
                 if index % PER_SESSION == 0:
                     for case in cases:
                         await case.fresh()
                 for case in cases:
-                    await case.turn(record=index >= WARMUP)
-    floor = fsync_floor(directory, ROUNDS)
+                    await case.turn(record=index >= warmup)
+    return cases
+
+
+def summarise(cases: list[Case], floor: Series) -> None:
+    """Print the table and write `benchmarks/results/p8_turn.json`."""
     base = cases[0]
     rows = [row(base.series, note=f"fsyncs/turn {statistics.median(base.fsyncs)}")]
     extra: dict[str, object] = {"fsync_floor_median_us": floor.median * 1e6}
@@ -198,7 +203,8 @@ async def measure(directory: str) -> None:
 def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dsh-p8-") as directory:
-        anyio.run(measure, directory)
+        cases = anyio.run(measure, directory)
+        summarise(cases, fsync_floor(directory, ROUNDS))
     print(f"(p8 took {time.perf_counter() - started:.1f} s)")
 
 
