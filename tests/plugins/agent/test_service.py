@@ -269,3 +269,23 @@ async def test_the_entry_point_boots_from_a_manifest(tmp_path: Any) -> None:
         message = next(e for e in handle.agent.session.events if e["type"] == "assistant/message")
         assert message["data"]["message"]["content"] == [{"type": "text", "text": "booted"}]
         await handle.dispose()
+
+
+async def test_a_vetoed_session_rolls_the_agent_back() -> None:
+    created: list[str] = []
+    async with stack([]) as ctx:
+
+        def veto(session: Any) -> None:
+            raise RuntimeError(f"no session {session.id}")
+
+        off = ctx.on("session/created", veto)
+        ctx.on("agent/created", lambda agent: created.append(agent.id))
+        with pytest.raises(RuntimeError, match="no session vetoed"):
+            await ctx.agents.create("vetoed")
+        off()
+        assert ctx.sessions.get("vetoed") is None
+        assert ctx.agents.get("vetoed") is None
+        assert created == []
+        handle = await ctx.agents.create("vetoed")
+        assert created == ["vetoed"]
+        await handle.dispose()
