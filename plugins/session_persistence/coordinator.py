@@ -30,7 +30,8 @@ from .errors import (
 )
 from .fifo import FifoLock, Ticket
 from .session_api import LiveSession, SessionFactory
-from .writer import Sleep, Spawn, WriteController
+from .timers import Clock, Spawn, Timers
+from .writer import WriteController
 
 logger = logging.getLogger("plugins.session_persistence")
 
@@ -151,14 +152,13 @@ class Coordinator:
         *,
         new_session: SessionFactory,
         spawn: Spawn,
-        sleep: Sleep,
+        clock: Clock,
     ) -> None:
         self.backend = backend
         self.config = config
         self._new_session = new_session
         self._spawn = spawn
-        self._sleep = sleep
-        self._delay_s = config.write_batch_max_delay_ms / 1000
+        self._timers = Timers(clock, config.write_batch_max_delay_ms / 1000, spawn)
         self._entries: dict[str, _Entry] = {}
         self._queues: dict[str, FifoLock] = {}
         #: Live bindings by `id(session)`: the `session/event` hot path is one dict lookup.
@@ -487,9 +487,7 @@ class Coordinator:
             label=f'{self.backend.name}: background write for session "{session_id}"',
             write=partial(self._write_live, binding),
             ready=binding.ready,
-            delay_s=self._delay_s,
-            sleep=self._sleep,
-            spawn=self._spawn,
+            timers=self._timers,
         )
         self._bindings[id(session)] = binding
         self._spawn(self._init, binding, self._ticket(session_id))
@@ -507,7 +505,8 @@ class Coordinator:
             await self._flush_binding(binding)
 
     async def _flush_binding(self, binding: _Binding) -> None:
-        await binding.ready.wait()
+        if not binding.ready.is_set():
+            await binding.ready.wait()
         if binding.error is not None:
             raise binding.error
         await binding.controller.flush()

@@ -26,7 +26,7 @@ from .backend import JsonObject, Location, PersistenceBackend, Snapshot
 from .config import Config
 from .coordinator import Coordinator, SessionLog, SessionPreparation
 from .session_api import SessionFactory
-from .writer import Sleep
+from .timers import Clock, SystemClock
 
 
 def _new_session(meta: JsonObject, events: list[JsonObject]) -> Any:
@@ -75,14 +75,18 @@ class SessionPersistenceService(Service):
         backend: PersistenceBackend,
         config: Config,
         *,
-        sleep: Sleep = anyio.sleep,
+        clock: Clock | None = None,
         new_session: SessionFactory = _new_session,
     ) -> None:
         super().__init__(ctx, config)
         self.backend = backend
         self._host = _TaskHost()
         self._coordinator = Coordinator(
-            backend, config, new_session=new_session, spawn=self._host.spawn, sleep=sleep
+            backend,
+            config,
+            new_session=new_session,
+            spawn=self._host.spawn,
+            clock=clock or SystemClock(),
         )
 
     # -- reads and writes -----------------------------------------------------------------------
@@ -149,13 +153,13 @@ async def mount_persistence(
     backend: PersistenceBackend,
     config: Config,
     *,
-    sleep: Sleep = anyio.sleep,
+    clock: Clock | None = None,
 ) -> Callable[[], Awaitable[None]]:
     """Provide `sessionPersistence` over `backend` from a plugin's `apply`; returns its teardown.
 
-    `sleep` replaces `anyio.sleep` for the batching window (tests pass a fake clock's).
+    `clock` times the batching window (default: the event loop's; tests pass a fake one).
     """
-    service = SessionPersistenceService(ctx, backend, config, sleep=sleep)
+    service = SessionPersistenceService(ctx, backend, config, clock=clock)
     await service.start()
     try:
         coordinator = service._coordinator

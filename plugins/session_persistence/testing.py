@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import plugins.session as session_plugin
@@ -101,38 +102,38 @@ FIXTURES = Path(
 
 
 class FakeClock:
-    """A manual clock for the batching window: pass `clock.sleep` as `mount_persistence(sleep=)`.
+    """A manual clock for the batching window: `mount_persistence(..., clock=FakeClock())`.
 
-    `sleep(s)` waits until `advance` has moved the clock past its deadline.
+    Time stands still until `advance` moves it (and wakes the timers that became due).
     """
 
     def __init__(self) -> None:
-        self.now = 0.0
+        self._now = 0.0
         self._sleepers: list[tuple[float, anyio.Event]] = []
 
-    async def sleep(self, seconds: float) -> None:
+    def now(self) -> float:
+        return self._now
+
+    async def sleep_until(self, deadline: float) -> None:
         wake = anyio.Event()
-        entry = (self.now + seconds, wake)
+        entry = (deadline, wake)
         self._sleepers.append(entry)
         try:
-            await wake.wait()
+            if deadline > self._now:
+                await wake.wait()
+            else:
+                await anyio.lowlevel.checkpoint()
         finally:
-            if entry in self._sleepers:
-                self._sleepers.remove(entry)
+            self._sleepers.remove(entry)
 
     async def advance(self, ms: float) -> None:
         """Let armed timers start, move time forward, wake the sleepers due, let them run."""
         await anyio.wait_all_tasks_blocked()
-        self.now += ms / 1000
+        self._now += ms / 1000
         for deadline, wake in list(self._sleepers):
-            if deadline <= self.now + 1e-9:
+            if deadline <= self._now + 1e-9:
                 wake.set()
         await anyio.wait_all_tasks_blocked()
-
-    @property
-    def sleepers(self) -> int:
-        """How many timers are armed."""
-        return len(self._sleepers)
 
 
 class FaultInjector:
@@ -355,7 +356,7 @@ async def running(
     injector = backend if isinstance(backend, FaultInjector) else FaultInjector(backend)
 
     async def persistence(ctx: Context, config: object) -> Any:
-        return await mount_persistence(ctx, injector, Config(), sleep=clock.sleep)
+        return await mount_persistence(ctx, injector, Config(), clock=clock)
 
     async with Context() as ctx:
         await ctx.plugin(session_plugin)

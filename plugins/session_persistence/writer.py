@@ -15,15 +15,12 @@ import anyio
 import anyio.lowlevel
 
 from .backend import JsonObject
+from .timers import Timers, Window
 
 logger = logging.getLogger("plugins.session_persistence")
 
 #: Writes one batch durably (the coordinator's queued, shielded `append_batch`).
 WriteBatch = Callable[[list[JsonObject]], Awaitable[None]]
-#: Starts a background task (a task group's `start_soon`).
-Spawn = Callable[..., object]
-#: Waits a number of seconds (`anyio.sleep`, or a fake clock's).
-Sleep = Callable[[float], Awaitable[object]]
 
 
 class _Drain:
@@ -46,20 +43,16 @@ class WriteController:
         label: str,
         write: WriteBatch,
         ready: anyio.Event,
-        delay_s: float,
-        sleep: Sleep,
-        spawn: Spawn,
+        timers: Timers,
     ) -> None:
         #: `<backend>: background write for session "<id>"`, the warning's prefix.
         self._label = label
         self._write = write
         self._ready = ready
-        self._delay_s = delay_s
-        self._sleep = sleep
-        self._spawn = spawn
+        self._timers = timers
         #: Events admitted but not yet durable, in seq order.
         self.pending: list[JsonObject] = []
-        self._timer: anyio.CancelScope | None = None
+        self._timer: Window | None = None
         self._paused = False
         self._drain: _Drain | None = None
         self._inflight: anyio.Event | None = None
@@ -92,9 +85,7 @@ class WriteController:
     # -- timer ----------------------------------------------------------------------------------
 
     def _arm(self) -> None:
-        scope = anyio.CancelScope()
-        self._timer = scope
-        self._spawn(self._fire, scope)
+        self._timer = self._timers.arm(self._fire)
 
     def cancel_timer(self) -> None:
         """Disarm the window (a flush or teardown takes over)."""
@@ -102,17 +93,16 @@ class WriteController:
             self._timer.cancel()
             self._timer = None
 
-    async def _fire(self, scope: anyio.CancelScope) -> None:
-        with scope:
-            await self._sleep(self._delay_s)
-        if scope.cancel_called:
+    async def _fire(self, window: Window) -> None:
+        if self._timer is not window:
             return
         self._timer = None
         await self._background_write()
 
     async def _background_write(self) -> None:
         """The deadline's write: queued behind an in-flight one; a failure pauses and warns."""
-        await self._ready.wait()
+        if not self._ready.is_set():
+            await self._ready.wait()
         if self._inflight is not None:
             await self._inflight.wait()
         if self._drain is not None or self._paused or not self.pending:
@@ -148,7 +138,8 @@ class WriteController:
         """
         self.cancel_timer()
         self._paused = False
-        await self._ready.wait()
+        if not self._ready.is_set():
+            await self._ready.wait()
         while True:
             drain = self._drain
             if drain is None:

@@ -11,6 +11,7 @@ import pytest
 from anyio.abc import TaskGroup
 
 from plugins.session_persistence.testing import FakeClock
+from plugins.session_persistence.timers import Timers
 from plugins.session_persistence.writer import WriteController
 
 pytestmark = pytest.mark.anyio
@@ -26,8 +27,10 @@ class Recorder:
         self.gate: anyio.Event | None = None
         self.started = anyio.Event()
         self.fail: Exception | None = None
+        self.attempts = 0
 
     async def __call__(self, batch: list[dict[str, int]]) -> None:
+        self.attempts += 1
         self.started.set()
         if self.gate is not None:
             await self.gate.wait()
@@ -51,9 +54,7 @@ def controller(tg: TaskGroup, recorder: Recorder, clock: FakeClock) -> WriteCont
         label=LABEL,
         write=recorder,
         ready=ready,
-        delay_s=0.2,
-        sleep=clock.sleep,
-        spawn=tg.start_soon,
+        timers=Timers(clock, 0.2, tg.start_soon),
     )
 
 
@@ -81,9 +82,9 @@ async def test_the_deadline_is_never_extended(tg: TaskGroup) -> None:
     writer.enqueue(ev(0))
     await clock.advance(150)
     writer.enqueue(ev(1))
-    assert clock.sleepers == 1
-    await clock.advance(50)
-    await writer.flush()
+    await clock.advance(49)
+    assert rec.batches == []
+    await clock.advance(1)
     assert rec.batches == [[0, 1]]
 
 
@@ -94,8 +95,8 @@ async def test_flush_with_nothing_pending_does_no_io(tg: TaskGroup) -> None:
     writer.enqueue(ev(0))
     await writer.flush()
     await writer.flush()
+    await clock.advance(1000)  # the flush disarmed the window
     assert rec.batches == [[0]]
-    assert clock.sleepers == 0
 
 
 async def test_concurrent_flushes_share_one_write(tg: TaskGroup) -> None:
@@ -148,10 +149,10 @@ async def test_a_drain_writes_events_admitted_meanwhile_before_returning(tg: Tas
 
     tg.start_soon(flush)
     await rec.started.wait()
-    writer.enqueue(ev(1))
-    assert clock.sleepers == 0  # during a drain events are only queued
+    writer.enqueue(ev(1))  # during a drain events are only queued, no window is armed
     rec.gate.set()
     await done.wait()
+    await clock.advance(1000)
     assert rec.batches == [[0], [1]]
 
 
@@ -169,16 +170,15 @@ async def test_background_failure_warns_once_pauses_and_keeps_the_batch(
     assert [r.getMessage() for r in caplog.records] == [
         f"{LABEL} failed (buffered events retained): disk full"
     ]
-    assert clock.sleepers == 0  # paused until the next enqueue or flush
+    assert rec.attempts == 1  # paused until the next enqueue or flush
     with pytest.raises(OSError, match="disk full"):
         await writer.flush()
     assert [e["seq"] for e in writer.pending] == [0, 1]
     rec.fail = None
-    writer.enqueue(ev(2))
-    await anyio.wait_all_tasks_blocked()
-    assert clock.sleepers == 1  # the enqueue unpaused and re-armed the window
-    await writer.flush()
+    writer.enqueue(ev(2))  # unpauses and re-arms the window
+    await clock.advance(200)
     assert rec.batches == [[0, 1, 2]]
+    assert rec.attempts == 3
 
 
 async def test_a_failed_drain_rejects_every_joined_flush(tg: TaskGroup) -> None:
