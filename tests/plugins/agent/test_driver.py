@@ -38,13 +38,22 @@ def hanging(reached: anyio.Event) -> Callable[..., AsyncIterator[Any]]:
 
 
 async def test_the_synchronous_prefix_is_logged_before_followup_returns() -> None:
+    live: list[tuple[str, str, list[str]]] = []
     async with stack([{"text": "ok"}]) as ctx:
+        for name in ("inserted", "claimed", "discarded"):
+            ctx.on(
+                f"agent/inbox/{name}",
+                lambda event, name=name: live.append(
+                    (name, event.target, [m["content"][0]["text"] for m in event.messages])
+                ),
+            )
         handle = await ctx.agents.create("prefix")
         agent = handle.agent
         assert agent.status == "idle"
         agent.followup("hello")
         assert agent.status == "running"
         assert types(agent.session) == ["agent/inbox/spliced", "turn/start", "agent/inbox/spliced"]
+        assert live == [("inserted", "next-turn", ["hello"]), ("claimed", "next-turn", ["hello"])]
         assert agent.session.events[1]["data"] == {"turn": 1}
         await agent.when_idle()
         assert agent.status == "idle"
