@@ -111,3 +111,32 @@ async def test_a_replayed_conversation_reloads_to_what_the_model_saw(
     ]
     errors = [e["data"].get("error") for e in loaded if e["type"] == "tool/result"]
     assert errors == [None, None, None, {"name": "ToolTimeoutError", "code": "TOOL_TIMEOUT"}]
+
+
+async def test_many_agents_with_parallel_tools_share_one_backend(tmp_path: Path) -> None:
+    async def read(args: Any, exec: Any) -> Any:
+        await anyio.sleep(0.001 * (args["i"] % 3))
+        return args["i"]
+
+    script = [
+        {"tool_calls": [call(f"c{i}", "read", {"i": i}) for i in range(4)]},
+        {"text": "done"},
+    ]
+    ids = [f"many-{n}" for n in range(8)]
+    async with stack(script, root=tmp_path) as ctx:
+        ctx.tools.register(tool("read", read, parallel=True))
+        handles = [await ctx.agents.create(i, meta={"cwd": str(tmp_path)}) for i in ids]
+        for handle in handles:
+            handle.agent.followup("go")
+        for handle in handles:
+            await handle.agent.when_idle()
+        live = {h.agent.id: [copy.deepcopy(e) for e in h.agent.session.events] for h in handles}
+        for handle in handles:
+            await handle.dispose()
+
+    async with stack([], root=tmp_path) as ctx:
+        for session_id in ids:
+            loaded = (await ctx.sessionPersistence.load(session_id)).events
+            assert [e["seq"] for e in loaded] == list(range(len(loaded)))
+            assert loaded == live[session_id]
+            assert loaded[-1]["data"]["reason"] == {"kind": "completed"}
