@@ -93,7 +93,11 @@ async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal)
     async def inner() -> dict[str, Any]:
         return payload.config
 
-    config: dict[str, Any] = await agent.ctx.waterfall("agent/request", payload, inner=inner)
+    config = await agent.ctx.waterfall("agent/request", payload, inner=inner)
+    if not isinstance(config, dict):
+        raise TypeError(
+            f"agent/request must return a call config dict, got {type(config).__name__}"
+        )
     provider, model = config.get("provider"), config.get("model")
     if not (isinstance(provider, str) and provider and isinstance(model, str) and model):
         raise AgentError(

@@ -529,3 +529,26 @@ async def test_cancel_causes_must_be_json_cause_objects() -> None:
         with pytest.raises(TypeError):
             handle.agent.cancel({"kind": "hook", "reason": object()})
         await handle.dispose()
+
+
+async def test_an_agent_request_listener_must_return_a_config() -> None:
+    async def broken(payload: Any, next: Callable[[], Awaitable[Any]]) -> Any:
+        await next()
+        return None
+
+    async with stack([{"text": "never"}]) as ctx:
+        handle = await ctx.agents.create(
+            "bad-config", setup=lambda agent_ctx: agent_ctx.on("agent/request", broken)
+        )
+        handle.agent.followup("go")
+        await handle.agent.when_idle()
+        assert ends(handle.agent.session) == [
+            {
+                "kind": "error",
+                "error": {
+                    "message": "agent/request must return a call config dict, got NoneType",
+                    "code": "UNKNOWN",
+                },
+            }
+        ]
+        await handle.dispose()
