@@ -203,13 +203,15 @@ class SqliteBackend:
     def _transaction(
         connection: sqlite3.Connection, body: Callable[[], T], *, write: bool = True
     ) -> T:
+        """Run `body` in one transaction; any failure (COMMIT's too) rolls it back."""
         connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
             result = body()
+            connection.execute("COMMIT")
         except BaseException:
-            connection.execute("ROLLBACK")
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
             raise
-        connection.execute("COMMIT")
         return result
 
     def _revision(self, incarnation: str, revision: int) -> str:
