@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -141,3 +142,4 @@ async def test_the_heartbeat_refreshes_held_locks(tmp_path: Path) -> None:
             await anyio.sleep(0.01)
         assert db.execute("SELECT heartbeat_at FROM session_locks").fetchone() != (0,)
     await b.aclose()
+    assert "dsh-sqlite-heartbeat" not in {thread.name for thread in threading.enumerate()}

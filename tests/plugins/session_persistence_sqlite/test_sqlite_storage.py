@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 
+import anyio
 import pytest
-from sqlite_helpers import backend, connect, event, meta, open_turn, turn, write
+from sqlite_helpers import backend, connect, db_path, event, meta, open_turn, turn, write
 
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.errors import (
@@ -230,4 +233,33 @@ async def test_a_repair_against_a_moved_tail_is_stale(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         await b.commit_repair(third.meta, object(), [])
     await a.aclose()
+    await b.aclose()
+
+
+async def test_waiting_for_the_database_never_blocks_the_event_loop(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    await write(b, meta(), [turn(0)])
+    holder = sqlite3.connect(db_path(tmp_path), isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # another writer: our BEGIN IMMEDIATE waits (busy timeout)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.01)
+            ticks += 1
+
+    async def release() -> None:
+        await anyio.sleep(0.3)
+        holder.execute("COMMIT")
+
+    started = time.monotonic()
+    async with anyio.create_task_group() as group:
+        group.start_soon(tick)
+        group.start_soon(release)
+        await b.append_batch(meta(), turn(8, 2), is_materialized=True)
+        group.cancel_scope.cancel()
+    assert time.monotonic() - started >= 0.25
+    assert ticks >= 10  # the loop kept running while the write waited
+    holder.close()
     await b.aclose()
