@@ -137,7 +137,8 @@ class FakeClock:
 
 
 class FaultInjector:
-    """Wraps a backend: records each `append_batch`, fails writes on demand, holds them open.
+    """Wraps a backend: records each `append_batch` (and counts `load_stored` calls), fails
+    writes on demand, holds them open.
 
     `fault`: raised by `append_batch` and `commit_repair` (before the inner backend is called)
     while set. `gate`: when set, each write waits for it after announcing itself on `started`.
@@ -147,6 +148,7 @@ class FaultInjector:
         self.inner = inner
         self.name = inner.name
         self.appends: list[list[JsonObject]] = []
+        self.loads = 0
         self.fault: Exception | None = None
         self.gate: anyio.Event | None = None
         self.started: anyio.Event | None = None
@@ -158,6 +160,7 @@ class FaultInjector:
         return await self.inner.read_raw(session_id)
 
     async def load_stored(self, session_id: str) -> StoredLog | None:
+        self.loads += 1
         return await self.inner.load_stored(session_id)
 
     async def read_stored_revision(self, session_id: str) -> str | None:

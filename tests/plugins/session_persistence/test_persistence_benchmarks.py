@@ -1,0 +1,27 @@
+"""P1 and P6 run (figures are measured by `python -m benchmarks`, never asserted)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import p1_checkpoint, p6_growth
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The benchmarks' own loop is asyncio (`anyio.run` default); one run is enough."""
+    return "asyncio"
+
+
+async def test_p1_checkpoint_runs() -> None:
+    found = await p1_checkpoint.measure(rounds=2, warmup=1)
+    assert {n: [len(s.samples) for s in pair] for n, pair in found.items()} == {
+        n: [2, 2] for n in p1_checkpoint.SIZES
+    }
+
+
+async def test_p6_growth_runs() -> None:
+    found = await p6_growth.measure(rounds=2, warmup=1)
+    assert [len(s.samples) for s in found] == [2, 2, 2]
