@@ -16,7 +16,9 @@ from plugins.session_persistence.errors import SessionLockedError
 
 pytestmark = pytest.mark.anyio
 
-OVERLAY = Path(__file__).resolve().parents[3] / "config" / "overlays" / "sqlite.yml"
+CONFIG = Path(__file__).resolve().parents[3] / "config"
+APP = CONFIG / "app.yml"
+OVERLAY = CONFIG / "overlays" / "sqlite.yml"
 
 
 def test_plugin_identity_and_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -95,3 +97,21 @@ async def test_the_sqlite_overlay_swaps_the_backend(tmp_path: Path) -> None:
         await ctx.sessions.flush(session)
     assert (home / "sessions.sqlite3").stat().st_mode & 0o777 == 0o600
     assert not (home / "sessions").exists()
+
+
+async def test_the_shipped_app_runs_a_turn_on_sqlite(tmp_path: Path) -> None:
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    home.mkdir(mode=0o700)
+    workspace.mkdir()
+    environ = {"DSH_HOME": str(home), "DSH_WORKSPACE": str(workspace)}
+    async with boot(APP, [OVERLAY], environ=environ) as ctx:
+        handle = await ctx.agents.create("app-turn", meta={"cwd": str(workspace)})
+        handle.agent.followup("Write the notes, please.")
+        await handle.agent.when_idle()
+        expected = [dict(e) for e in handle.agent.session.events]
+    assert expected[-1]["type"] == "turn/end"
+    reread = sqlite_plugin.SqliteBackend(home / "sessions.sqlite3")
+    loaded = await reread.load_stored("app-turn")
+    assert loaded is not None
+    assert loaded.events == expected
+    await reread.aclose()
