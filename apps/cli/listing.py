@@ -1,0 +1,84 @@
+"""`dsh sessions`: one summary row per stored session, newest first."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from plugins.session_persistence import SessionPersistenceError, SessionPersistenceService
+
+from .summary import last_turn_reason, turn_count
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A stored session at a glance; `size` in bytes where the backend keeps one file per
+    session; `problem` when the log cannot be read."""
+
+    id: str
+    created_at: int
+    cwd: str | None
+    turns: int = 0
+    last_reason: dict[str, Any] | None = None
+    events: int = 0
+    size: int | None = None
+    problem: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--json` line."""
+        line: dict[str, Any] = {
+            "id": self.id,
+            "createdAt": self.created_at,
+            "cwd": self.cwd,
+            "turns": self.turns,
+            "lastReason": self.last_reason,
+            "events": self.events,
+            "size": self.size,
+        }
+        if self.problem is not None:
+            line["problem"] = self.problem
+        return line
+
+
+def _size(persistence: SessionPersistenceService, header: dict[str, Any]) -> int | None:
+    location = persistence.locate(header)
+    if location is None or location.kind != "file":
+        return None
+    try:
+        return os.stat(location.path).st_size
+    except OSError:
+        return None
+
+
+async def session_rows(
+    persistence: SessionPersistenceService,
+    progress: Callable[[int], Callable[[], None]] | None = None,
+) -> list[SessionRow]:
+    """Summaries of every stored session, newest first, read with the non-mutating inspect.
+
+    `progress(total)` returns the callback advanced once per session.
+    """
+    headers = await persistence.list()
+    advance = progress(len(headers)) if progress is not None else None
+    rows = []
+    for header in sorted(headers, key=lambda h: (h["createdAt"], h["id"]), reverse=True):
+        base = {"id": header["id"], "created_at": header["createdAt"], "cwd": header.get("cwd")}
+        try:
+            log = await persistence.inspect(header["id"])
+        except SessionPersistenceError as error:
+            rows.append(SessionRow(**base, problem=str(error)))
+        else:
+            rows.append(
+                SessionRow(
+                    **base,
+                    turns=turn_count(log.events),
+                    last_reason=last_turn_reason(log.events),
+                    events=len(log.events),
+                    size=_size(persistence, header),
+                )
+            )
+        if advance is not None:
+            advance()
+    return rows

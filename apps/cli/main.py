@@ -1,0 +1,275 @@
+"""The `dsh` command: run, resume, list, show and check durable agent sessions (spec 05)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import anyio
+import typer
+from rich.progress import Progress
+from rich.table import Table
+
+from framework.loader import boot
+from plugins.session.jsonutil import dumps
+
+from . import checking, listing, plugin_list, runner
+from .console import Consoles, consoles, setup_logging
+from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError, report
+from .paths import default_manifest
+from .summary import reason_text
+from .timeline import Timeline, stamp
+from .views import HumanView, JsonView, RunView
+
+app = typer.Typer(
+    name="dsh",
+    help="Run, resume and inspect durable agent sessions.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+Manifest = Annotated[
+    Path | None,
+    typer.Option(
+        "-c", "--config", help="Manifest (default: $DSH_CONFIG, else the packaged app.yml)."
+    ),
+]
+Patches = Annotated[
+    list[Path] | None, typer.Option("--patch", help="Overlay applied on top (repeatable).")
+]
+Json = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
+Debug = Annotated[bool, typer.Option("--debug", help="Debug logging and tracebacks.")]
+
+
+def _execute(debug: bool, work: Callable[[], Awaitable[int]]) -> NoReturn:
+    """Run `work` on the event loop; report failures as one line and exit with the code."""
+    setup_logging(debug=debug)
+    try:
+        code = anyio.run(work)
+    except KeyboardInterrupt:
+        print("dsh: interrupted", file=sys.stderr)
+        code = INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`dsh show --raw ID | head`): stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = FAILED
+    except Exception as error:
+        code = report(error, debug=debug)
+    raise typer.Exit(code)
+
+
+def _read_prompt(prompt: str | None) -> str:
+    if prompt is None:
+        if sys.stdin.isatty():
+            print("dsh: reading the prompt from stdin (end with Ctrl-D)", file=sys.stderr)
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        raise CliError("no prompt given (pass PROMPT or pipe it on stdin)", USAGE)
+    return prompt
+
+
+def _drive(
+    session_id: str | None,
+    prompt: str | None,
+    config: Path | None,
+    patch: list[Path] | None,
+    json: bool,
+    debug: bool,
+) -> NoReturn:
+    async def work() -> int:
+        options = runner.RunOptions(
+            config or default_manifest(), patch or [], session_id, _read_prompt(prompt)
+        )
+        view: RunView = JsonView() if json else HumanView(consoles())
+        return await runner.run(options, view)
+
+    _execute(debug, work)
+
+
+@app.command()
+def run(
+    prompt: Annotated[str | None, typer.Argument(help="The prompt (default: stdin).")] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Resume this session (created if new).")
+    ] = None,
+    config: Manifest = None,
+    patch: Patches = None,
+    json: Json = False,
+    debug: Debug = False,
+) -> None:
+    """Send a prompt to a new (or the named) session and stream the turn."""
+    _drive(session, prompt, config, patch, json, debug)
+
+
+@app.command()
+def resume(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The stored session.")],
+    prompt: Annotated[str | None, typer.Argument(help="A new prompt.")] = None,
+    config: Manifest = None,
+    patch: Patches = None,
+    json: Json = False,
+    debug: Debug = False,
+) -> None:
+    """Continue a session; without PROMPT only load it, repair it and report its state."""
+    if prompt is not None:
+        _drive(session_id, prompt, config, patch, json, debug)
+
+    async def work() -> int:
+        options = runner.RunOptions(config or default_manifest(), patch or [], session_id)
+        for line in await runner.recover(options):
+            print(line)
+        return OK
+
+    _execute(debug, work)
+
+
+@app.command()
+def sessions(
+    config: Manifest = None, patch: Patches = None, json: Json = False, debug: Debug = False
+) -> None:
+    """List stored sessions, newest first."""
+
+    async def work() -> int:
+        shown = consoles()
+        async with boot(config or default_manifest(), patch or []) as ctx:
+            persistence = runner.persistence_of(ctx)
+            with Progress(console=shown.deco, transient=True, disable=json) as bar:
+
+                def progress(total: int) -> Callable[[], None]:
+                    if not shown.interactive or total < 20:
+                        bar.disable = True
+                    task = bar.add_task("reading sessions", total=total)
+                    return lambda: bar.advance(task)
+
+                rows = await listing.session_rows(persistence, progress)
+        if json:
+            for row in rows:
+                print(dumps(row.to_json()))
+        else:
+            _session_table(shown, rows)
+        return OK
+
+    _execute(debug, work)
+
+
+def _session_table(shown: Consoles, rows: list[listing.SessionRow]) -> None:
+    if not rows:
+        shown.deco.print("no sessions stored")
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "created", "turns", "last turn", "events", "size"):
+        table.add_column(
+            column, justify="right" if column in ("turns", "events", "size") else "left"
+        )
+    for row in rows:
+        last = row.problem or reason_text(row.last_reason)
+        style = "red" if row.problem else None
+        size = "-" if row.size is None else f"{row.size:,} B"
+        table.add_row(
+            row.id,
+            stamp(row.created_at),
+            str(row.turns),
+            last,
+            str(row.events),
+            size,
+            style=style,
+        )
+    shown.out.print(table)
+
+
+@app.command()
+def show(
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The stored session.")],
+    config: Manifest = None,
+    patch: Patches = None,
+    json: Json = False,
+    raw: Annotated[bool, typer.Option("--raw", help="The stored artifact verbatim.")] = False,
+    debug: Debug = False,
+) -> None:
+    """Show a session's timeline (read-only: nothing is repaired or written)."""
+
+    async def work() -> int:
+        async with boot(config or default_manifest(), patch or []) as ctx:
+            persistence = runner.persistence_of(ctx)
+            if raw:
+                sys.stdout.buffer.write(await persistence.read_raw(session_id))
+                sys.stdout.buffer.flush()
+                return OK
+            stored = await runner.stored_events(ctx, session_id)
+            if stored is None:
+                raise CliError(f'session "{session_id}" not found')
+            log = await persistence.inspect(session_id)
+        if json:
+            for event in log.events:
+                print(dumps(event))
+            return OK
+        timeline = Timeline(log.events, len(stored))
+        out = consoles().out
+        for line in (*timeline.header(log.header), *timeline.lines()):
+            out.print(line)
+        return OK
+
+    _execute(debug, work)
+
+
+@app.command()
+def check(config: Manifest = None, patch: Patches = None, debug: Debug = False) -> None:
+    """Validate a manifest and its overlays without running anything."""
+
+    async def work() -> int:
+        manifest = config or default_manifest()
+        problems = checking.check(manifest, patch or [])
+        for line in problems:
+            print(line)
+        if problems:
+            print(f"dsh: error: {len(problems)} problem(s) in {manifest}", file=sys.stderr)
+            return USAGE
+        print(f"ok: {manifest}" + "".join(f" + {p}" for p in patch or []))
+        return OK
+
+    _execute(debug, work)
+
+
+@app.command()
+def plugins(json: Json = False, debug: Debug = False) -> None:
+    """List the plugins manifest names can resolve to (entry points of `dsh.plugins`)."""
+
+    async def work() -> int:
+        infos = plugin_list.plugin_infos()
+        if json:
+            for info in infos:
+                print(
+                    dumps(
+                        {
+                            "name": info.entry_point,
+                            "module": info.module,
+                            "provides": list(info.provides),
+                            "needs": list(info.needs),
+                            "problem": info.problem,
+                        }
+                    )
+                )
+            return OK
+        table = Table(box=None, pad_edge=False)
+        for column in ("entry point", "module", "provides", "needs"):
+            table.add_column(column)
+        for info in infos:
+            table.add_row(
+                info.entry_point,
+                info.module,
+                info.problem or ", ".join(info.provides) or "-",
+                ", ".join(info.needs) or "-",
+            )
+        consoles().out.print(table)
+        return FAILED if any(info.problem for info in infos) else OK
+
+    _execute(debug, work)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="dsh")

@@ -1,0 +1,177 @@
+"""`dsh run` / `dsh resume`: boot, open the session's agent, drive one prompt, report."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from framework import Context
+from framework.loader import boot
+from plugins.agent import USER
+from plugins.session_persistence import SessionPersistenceError
+
+from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError
+from .summary import (
+    Repairs,
+    last_turn_reason,
+    message_text,
+    reason_text,
+    repairs_in,
+    turn_count,
+)
+from .views import Event, RunView
+
+if TYPE_CHECKING:
+    from plugins.agent import Agent, AgentHandle
+    from plugins.session_persistence import SessionPersistenceService
+
+
+def new_session_id() -> str:
+    """A readable unique id: `s-<yyyymmdd>-<6 hex>`."""
+    return f"s-{time.strftime('%Y%m%d')}-{secrets.token_hex(3)}"
+
+
+@dataclass
+class Turn:
+    """What `dsh run` remembers of the live session's events."""
+
+    session_id: str
+    view: RunView
+    reason: dict[str, Any] | None = None
+    output: str = ""
+    interrupted: bool = False
+
+    def on_event(self, session: Any, event: Event) -> None:
+        if session.id != self.session_id:
+            return
+        self.view.event(event)
+        if event["type"] == "assistant/message":
+            self.output = message_text(event["data"]["message"])
+        elif event["type"] == "turn/end":
+            self.reason = event["data"]["reason"]
+
+
+@dataclass
+class RunOptions:
+    """`dsh run` / `dsh resume ID PROMPT`."""
+
+    manifest: Path
+    patches: Sequence[Path] = ()
+    session_id: str | None = None
+    prompt: str = ""
+
+
+def persistence_of(ctx: Context) -> SessionPersistenceService:
+    """The manifest's `sessionPersistence`, or a usage error."""
+    service = ctx.get("sessionPersistence")
+    if service is None:
+        raise CliError("the manifest mounts no session persistence backend", USAGE)
+    return service  # type: ignore[no-any-return]
+
+
+def _is_not_found(error: SessionPersistenceError, session_id: str) -> bool:
+    return str(error) == f'session "{session_id}" not found'
+
+
+async def stored_events(ctx: Context, session_id: str) -> list[dict[str, Any]] | None:
+    """The stored events of `session_id` (None when nothing is stored or nothing persists)."""
+    service = ctx.get("sessionPersistence")
+    if service is None:
+        return None
+    try:
+        events: list[dict[str, Any]] = await service.read_from(session_id, 0)
+    except SessionPersistenceError as error:
+        if _is_not_found(error, session_id):
+            return None
+        raise
+    return events
+
+
+async def _open(ctx: Context, options: RunOptions) -> tuple[AgentHandle, bool, Repairs]:
+    agents = ctx.get("agents")
+    if agents is None:
+        raise CliError("the manifest mounts no agent (a dsh-agent row)", USAGE)
+    session_id = options.session_id
+    stored = None if session_id is None else await stored_events(ctx, session_id)
+    if stored is None:
+        handle: AgentHandle = await agents.create(
+            session_id or new_session_id(), meta={"cwd": os.getcwd()}
+        )
+        return handle, False, Repairs()
+    assert session_id is not None
+    handle = await agents.resume(session_id)
+    return handle, True, repairs_in(handle.agent.session.events[len(stored) :])
+
+
+async def _cancel_on_sigint(agent: Agent, turn: Turn) -> None:
+    """First Ctrl-C: cancel the turn (`{"kind":"user"}`); a second one exits at once."""
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        async for _ in signals:
+            if turn.interrupted:
+                turn.view.close()
+                os._exit(INTERRUPTED)
+            turn.interrupted = True
+            turn.view.notice("interrupted: cancelling the turn (Ctrl-C again to quit at once)")
+            agent.cancel(USER)
+
+
+async def run(options: RunOptions, view: RunView) -> int:
+    """Send one prompt and wait for the agent to go idle; the exit code of the turn."""
+    async with boot(options.manifest, options.patches) as ctx:
+        handle, resumed, repairs = await _open(ctx, options)
+        agent = handle.agent
+        turn = Turn(agent.id, view)
+        ctx.on("session/event", turn.on_event)
+        try:
+            view.started(agent.id, resumed=resumed, repairs=repairs)
+            async with anyio.create_task_group() as group:
+                group.start_soon(_cancel_on_sigint, agent, turn)
+                agent.followup(options.prompt)
+                await agent.when_idle()
+                group.cancel_scope.cancel()
+        finally:
+            view.close()
+            with anyio.CancelScope(shield=True):
+                await handle.dispose()
+        if turn.reason is None:
+            raise CliError(f'session "{agent.id}": the agent went idle without ending its turn')
+        view.finished(agent.id, turn.reason, turn.output)
+    if turn.interrupted:
+        return INTERRUPTED
+    return OK if turn.reason.get("kind") == "completed" else FAILED
+
+
+async def recover(options: RunOptions) -> list[str]:
+    """`dsh resume ID`: load (committing any repair) and describe the session's state."""
+    session_id = options.session_id
+    assert session_id is not None
+    async with boot(options.manifest, options.patches) as ctx:
+        persistence = persistence_of(ctx)
+        stored = await stored_events(ctx, session_id)
+        if stored is None:
+            raise CliError(f'session "{session_id}" not found')
+        log = await persistence.load(session_id)
+    events = log.events
+    added = repairs_in(events[len(stored) :])
+    earlier = repairs_in(stored)
+    lines = [f"recovered: {added.describe()}" if added else "nothing to recover"]
+    if earlier:
+        lines.append(f"earlier repairs: {earlier.describe()}")
+    lines.append(state_line(session_id, events))
+    return lines
+
+
+def state_line(session_id: str, events: Sequence[Mapping[str, Any]]) -> str:
+    """`session <id>: <n> turns, last turn <reason>, <m> events`."""
+    turns = turn_count(events)
+    reason = reason_text(last_turn_reason(events)) if turns else "no turns yet"
+    plural = "turn" if turns == 1 else "turns"
+    return f"session {session_id}: {turns} {plural}, last: {reason}, {len(events)} events"

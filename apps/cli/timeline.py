@@ -1,0 +1,189 @@
+"""`dsh show`: a session's timeline for a person.
+
+Turns, steps, messages, tool calls and results; ◆ marks the checkpoint boundaries (a step
+start, a model request, a tool call made durable before its body runs); crash repairs
+(interrupted turns, tool calls with unknown outcome or never started) are highlighted, and
+those not yet written (the log is balanced in memory by inspect) are marked pending.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from rich.text import Text
+
+from plugins.session.jsonutil import dumps
+
+from .summary import (
+    NOT_STARTED,
+    UNKNOWN_OUTCOME,
+    message_text,
+    reason_text,
+    repair_code,
+    tool_result_is_error,
+    tool_result_text,
+)
+from .views import parse_arguments, short
+
+Event = Mapping[str, Any]
+
+LEGEND = "◆ checkpoint boundary: what precedes it is durable before what follows"
+
+
+def clock(ms: int) -> str:
+    """Local `HH:MM:SS` of an epoch-ms time."""
+    return time.strftime("%H:%M:%S", time.localtime(ms / 1000))
+
+
+def stamp(ms: int) -> str:
+    """Local `YYYY-MM-DD HH:MM:SS` of an epoch-ms time."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+
+
+def _indented(prefix: str, text: str, indent: str, style: str = "") -> Text:
+    lines = text.rstrip("\n").split("\n") or [""]
+    out = Text(indent)
+    out.append(prefix, style="bold")
+    out.append(lines[0], style=style)
+    for line in lines[1:]:
+        out.append("\n" + indent + " " * len(prefix) + line, style=style)
+    return out
+
+
+class Timeline:
+    """Renders events to rich `Text` lines; `stored` = how many of them are on disk."""
+
+    def __init__(self, events: Sequence[Event], stored: int) -> None:
+        self.events = events
+        self.stored = stored
+        self.names: dict[str, str] = {}
+        self.turn_started: dict[int, int] = {}
+
+    def header(self, header: Mapping[str, Any]) -> Iterator[Text]:
+        line = Text.assemble(("session ", "dim"), (str(header["id"]), "bold cyan"))
+        line.append(f"  created {stamp(header['createdAt'])}", style="dim")
+        if header.get("cwd"):
+            line.append(f"  cwd {header['cwd']}", style="dim")
+        line.append(f"  {len(self.events)} events", style="dim")
+        yield line
+        if header.get("parentSession"):
+            yield Text(f"forked from {header['parentSession']}", style="dim")
+        yield Text(LEGEND, style="dim")
+        pending = len(self.events) - self.stored
+        if pending > 0:
+            yield Text(
+                f"⚠ the log ends inside a turn: {pending} repair event(s) below are not written "
+                f"yet (dsh resume {header['id']} writes them)",
+                style="bold yellow",
+            )
+
+    def lines(self) -> Iterator[Text]:
+        for event in self.events:
+            yield from self.render(event)
+
+    def _pending(self, event: Event) -> str:
+        return "  [pending repair]" if event["seq"] >= self.stored else ""
+
+    def render(self, event: Event) -> Iterator[Text]:
+        kind = event["type"]
+        data = event["data"]
+        if kind == "turn/start":
+            self.turn_started[data["turn"]] = event["time"]
+            yield Text.assemble(
+                ("▶ turn ", "bold"),
+                (str(data["turn"]), "bold"),
+                (f"  {clock(event['time'])}", "dim"),
+            )
+        elif kind == "turn/end":
+            yield self._turn_end(event)
+        elif kind == "step/start":
+            yield Text.assemble(("  ◆ step ", "magenta"), (str(data["step"]), "magenta"))
+        elif kind == "user/message":
+            source = data.get("source", {})
+            who = "you: " if source.get("kind") == "user" else f"{source.get('plugin')}: "
+            yield _indented(who, message_text(data), "    ")
+        elif kind == "request/header":
+            config = data["header"]["config"]
+            yield Text(
+                f"    request header {config.get('provider')}/{config.get('model')} "
+                f"({data.get('reason')})",
+                style="dim",
+            )
+        elif kind == "assistant/message":
+            yield from self._assistant(data)
+        elif kind == "tool/call":
+            self.names[data["callId"]] = data["name"]
+            args = short(dumps(parse_arguments(data["arguments"])), 120)
+            yield Text.assemble(
+                ("    ◆ → ", "magenta"),
+                (data["name"], "bold"),
+                " ",
+                (args, "dim"),
+                (f"  ({data['callId']})", "dim"),
+            )
+        elif kind == "tool/result":
+            yield self._tool_result(event)
+        elif kind == "llm/retry":
+            failure = data.get("failure", {})
+            yield Text(
+                f"    retry {data.get('retry')} after {data.get('delayMs')} ms: "
+                f"{failure.get('message')} ({failure.get('code')})",
+                style="yellow",
+            )
+        elif kind == "session/title":
+            yield Text(f"  title: {data.get('title')}", style="dim")
+
+    def _assistant(self, data: Mapping[str, Any]) -> Iterator[Text]:
+        message = data["message"]
+        source = message.get("source", {})
+        yield Text(
+            f"    ◆ request → {source.get('provider')}/{source.get('model')}", style="magenta"
+        )
+        reasoning = message_text(message, "reasoning")
+        if reasoning:
+            yield _indented("thinking: ", short(reasoning, 200), "    ", "dim italic")
+        text = message_text(message)
+        if text:
+            yield _indented("assistant: ", text, "    ")
+        if data.get("interrupted"):
+            yield Text("    (response interrupted)", style="yellow")
+
+    def _tool_result(self, event: Event) -> Text:
+        message = event["data"]["message"]
+        call_id = message["source"]["callId"]
+        name = self.names.get(call_id, call_id)
+        code = repair_code(event)
+        if code == UNKNOWN_OUTCOME:
+            return Text.assemble(
+                ("      ⚠ ", "bold yellow"),
+                (name, "bold"),
+                (": outcome UNKNOWN (crash repair) — verify before retrying", "bold yellow"),
+                (self._pending(event), "yellow"),
+            )
+        if code == NOT_STARTED:
+            return Text.assemble(
+                ("      ⚠ ", "bold yellow"),
+                (name, "bold"),
+                (": not started (crash repair)", "bold yellow"),
+                (self._pending(event), "yellow"),
+            )
+        text = short(tool_result_text(message), 160)
+        if tool_result_is_error(message):
+            return Text.assemble(("      ✗ ", "red"), (name, "bold"), ": ", (text, "red"))
+        return Text.assemble(("      ✓ ", "green"), (name, "bold"), ": ", (text, "dim"))
+
+    def _turn_end(self, event: Event) -> Text:
+        data = event["data"]
+        reason = data["reason"]
+        kind = reason.get("kind")
+        started = self.turn_started.get(data["turn"])
+        took = f"  ({(event['time'] - started) / 1000:.1f}s)" if started is not None else ""
+        label = f"■ turn {data['turn']} "
+        if kind == "interrupted":
+            return Text.assemble(
+                (label + "INTERRUPTED (crash repair)", "bold red"), (self._pending(event), "red")
+            )
+        style = "green" if kind == "completed" else "yellow" if kind == "aborted" else "red"
+        return Text.assemble((label + reason_text(reason), style), (took, "dim"))
