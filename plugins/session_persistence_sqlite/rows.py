@@ -131,20 +131,24 @@ def decode_seqs(blob: bytes) -> list[int]:
 # ---- writing --------------------------------------------------------------------------------
 
 
-def _data_column(value: object) -> str | bytes:
-    text = dumps(value)
-    if len(text) * 4 < ZSTD_THRESHOLD:  # at most 4 UTF-8 bytes a character
-        return text
-    raw = text.encode()
+def _stored(text: str, raw: bytes) -> str | bytes:
+    """The `data` column for JSON `text` (UTF-8 `raw`): zstd from 4096 bytes on, if smaller."""
     if len(raw) < ZSTD_THRESHOLD:
         return text
     packed = _compress(raw)
     return packed if len(packed) < len(raw) else text
 
 
+def _data_column(value: object) -> str | bytes:
+    text = dumps(value)
+    if len(text) * 4 < ZSTD_THRESHOLD:  # at most 4 UTF-8 bytes a character: skip encoding
+        return text
+    return _stored(text, text.encode())
+
+
 def _event_row(event: JsonObject) -> Row:
     seqs = event.get("sourceEventSeqs")
-    surface_first = 0
+    surface_first = False
     if seqs is not None and "surfaceOp" in event:
         keys = list(event)
         surface_first = keys.index("surfaceOp") < keys.index("sourceEventSeqs")
@@ -173,18 +177,13 @@ def _packed_rows(members: list[JsonObject], record: JsonObject | None = None) ->
     if record is None:
         (record,) = encode_records(members, pack=True)
     text = dumps(record["data"])
-    data: str | bytes = text
     raw = text.encode()
-    if len(raw) >= ZSTD_THRESHOLD:
-        if len(raw) > MAX_PACKED_BYTES:
-            half = len(members) // 2
-            yield from _packed_rows(members[:half])
-            yield from _packed_rows(members[half:])
-            return
-        packed = _compress(raw)
-        if len(packed) < len(raw):
-            data = packed
-    yield (record["seq0"], record["type"], record["time0"], data, None, None, 0, None)
+    if len(raw) > MAX_PACKED_BYTES:
+        half = len(members) // 2
+        yield from _packed_rows(members[:half])
+        yield from _packed_rows(members[half:])
+        return
+    yield (record["seq0"], record["type"], record["time0"], _stored(text, raw), None, None, 0, None)
 
 
 def encode_rows(events: Sequence[JsonObject]) -> list[Row]:
