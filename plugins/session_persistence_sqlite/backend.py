@@ -139,7 +139,8 @@ class SqliteBackend:
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
         """One `BEGIN IMMEDIATE` transaction: checks, the session row on first write, rows."""
-        await self._run(self._append_batch, meta, list(events), is_materialized)
+        if events or not is_materialized:
+            await self._run(self._append_batch, meta, list(events), is_materialized)
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -282,8 +283,6 @@ class SqliteBackend:
         is_materialized: bool,
     ) -> None:
         session_id: str = meta["id"]
-        if is_materialized and not events:
-            return
         rows = encode_rows(events)
         first = events[0]["seq"] if events else None
         count = len(events)
