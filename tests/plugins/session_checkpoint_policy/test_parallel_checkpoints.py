@@ -1,4 +1,5 @@
-"""N4 (spec 04 §6.3): parallel top-level calls each checkpoint, sharing the persistence drain.
+"""N4 (spec 04 §6.3): parallel top-level calls each checkpoint, sharing the persistence drain;
+plus a run of the P2 group-commit benchmark (spec 06), whose figures are never asserted.
 
 A real stack: sessions, llm + replay, tools, JSONL raw with a 60 s write-behind window (so only
 barriers write), the policy and an agent. One response asks for three calls of a
@@ -22,6 +23,7 @@ import plugins.session
 import plugins.session_checkpoint_policy as policy
 import plugins.session_persistence_jsonl
 import plugins.tools
+from benchmarks import p2_group_commit
 from framework import Context
 from plugins.session_checkpoint_policy import CheckpointFlushed
 from plugins.tools import Tool
@@ -118,3 +120,15 @@ async def test_n4_three_parallel_calls_each_checkpoint_before_their_body(tmp_pat
     (before,) = writes_before_calls
     tool_phase_writes = max(writes_at_body) - before
     assert 1 <= tool_phase_writes <= len(CALLS), writes
+
+
+async def test_p2_group_commit_benchmark_runs(tmp_path: Path) -> None:
+    # Figures come from `python -m benchmarks p2_group_commit`; here only that it runs and that
+    # every body found its `tool/call` durable (a correctness property, not a timing).
+    cases = await p2_group_commit.measure(str(tmp_path), rounds=1, warmup=0)
+    assert [case.name for case in cases] == list(p2_group_commit.POOLS)
+    for case in cases:
+        assert case.bodies == p2_group_commit.CALLS
+        assert case.durable_before_body == case.bodies
+        assert len(case.phase_fsyncs) == 1
+        assert 1 <= case.phase_fsyncs[0] <= p2_group_commit.CALLS
