@@ -8,10 +8,12 @@ from pathlib import Path
 from framework.loader import check_manifest
 from framework.manifest import ManifestProblem
 
+from .errors import one_line
+
 
 def problem_line(problem: ManifestProblem) -> str:
-    """`path:line:col: message` (multi-line messages joined with `; `)."""
-    text = "; ".join(part.strip() for part in problem.message.splitlines() if part.strip())
+    """`path:line:col: message`, on one line."""
+    text = one_line(problem.message)
     return f"{problem.loc.full}: {text}" if problem.loc is not None else text
 
 

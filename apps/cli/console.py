@@ -54,3 +54,5 @@ def setup_logging(*, debug: bool) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    # The loader logs each row that did not start; the BootError we report repeats them.
+    logging.getLogger("framework.loader").setLevel(logging.DEBUG if debug else logging.CRITICAL)

@@ -42,6 +42,15 @@ def exit_code_of(error: BaseException) -> int:
     return FAILED
 
 
+def one_line(text: str) -> str:
+    """A multi-line message (a head and `- item` lines) as `head: item; item`."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return "".join(lines)
+    items = "; ".join(line.removeprefix("- ") for line in lines[1:])
+    return f"{lines[0].rstrip(':')}: {items}"
+
+
 def error_lines(error: BaseException) -> list[str]:
     """The message lines: one per manifest problem, otherwise the message on one line."""
     text = str(error) or type(error).__name__
@@ -51,7 +60,7 @@ def error_lines(error: BaseException) -> list[str]:
         return [text]
     if not isinstance(error, BootError) and type(error).__module__ == "builtins":
         text = f"{type(error).__name__}: {text}"
-    return ["; ".join(part.strip() for part in text.splitlines() if part.strip())]
+    return [one_line(text)]
 
 
 def report(error: BaseException, *, debug: bool) -> int:

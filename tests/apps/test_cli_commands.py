@@ -153,9 +153,9 @@ def test_errors_are_one_line_and_exit_codes(dsh: Sandbox) -> None:
     dsh.write("lonely.yml", "- id: agent\n  name: dsh-agent\n")
     boot = dsh("run", "-c", "lonely.yml", "hi")
     assert boot.returncode == 2
-    errors = [line for line in boot.stderr.splitlines() if line.startswith("dsh: error:")]
-    assert len(errors) == 1
-    assert "waiting for services" in errors[0]
+    (error,) = boot.stderr.splitlines()
+    assert error.startswith("dsh: error: failed to boot lonely.yml: 1 entries did not start: ")
+    assert error.endswith("agent (dsh-agent): waiting for services: sessions, llm, tools")
     assert "Traceback" not in boot.stderr
 
     usage = dsh("run", "--no-such-option")
