@@ -16,8 +16,10 @@ from .errors import (
     StaleWriterError,
 )
 from .service import SessionPersistenceService, mount_persistence
+from .timers import Clock, SystemClock
 
 __all__ = [
+    "Clock",
     "Config",
     "JsonObject",
     "Location",
@@ -32,5 +34,6 @@ __all__ = [
     "Snapshot",
     "StaleWriterError",
     "StoredLog",
+    "SystemClock",
     "mount_persistence",
 ]

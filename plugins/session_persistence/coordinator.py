@@ -381,11 +381,12 @@ class Coordinator:
     @staticmethod
     def _check_seqs(session_id: str, cursor: int, batch: Sequence[JsonObject]) -> None:
         for index, event in enumerate(batch):
-            seq = event.get("seq", None) if "seq" in event else "undefined"
+            seq = event.get("seq")
             if type(seq) is not int or seq != cursor + index:
+                got = _js_text(seq) if "seq" in event else "undefined"
                 raise SessionPersistenceError(
                     f'append seq mismatch for "{session_id}": expected {cursor + index} at '
-                    f"index {index}, got {_js_text(seq)}"
+                    f"index {index}, got {got}"
                 )
 
     async def prepare(self, session_id: str) -> SessionPreparation:

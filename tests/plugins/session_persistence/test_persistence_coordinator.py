@@ -292,6 +292,16 @@ async def test_retired_shapes_are_refused_by_append() -> None:
         assert w.backend.appends == []
 
 
+async def test_an_event_without_seq_is_a_seq_mismatch() -> None:
+    async with running(MemoryBackend(MemoryStorage())) as w:
+        await w.service.create(meta("s1"))
+        with pytest.raises(SessionPersistenceError) as caught:
+            await w.service.append("s1", [{"type": "turn/start", "time": 1, "data": {"turn": 1}}])
+        assert str(caught.value) == (
+            'append seq mismatch for "s1": expected 0 at index 0, got undefined'
+        )
+
+
 # -- configuration and mounting --------------------------------------------------------------------
 
 
