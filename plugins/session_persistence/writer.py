@@ -122,9 +122,16 @@ class WriteController:
         self._inflight = done
         try:
             await self._write(batch)
-        except BaseException:
+        except Exception:
             self.pending[:0] = batch
             self._paused = True
+            raise
+        except BaseException:
+            # Cancelled before the write began (writes themselves are shielded): the window
+            # writes the batch later unless a flush comes first.
+            self.pending[:0] = batch
+            if self._timer is None:
+                self._arm()
             raise
         finally:
             self._inflight = None

@@ -216,3 +216,20 @@ async def test_a_cancelled_flush_hands_the_drain_over(tg: TaskGroup) -> None:
     with anyio.fail_after(2):
         await writer.flush()
     assert rec.batches == [[0], [1]]
+
+
+async def test_a_lone_flush_cancelled_before_writing_leaves_the_batch_to_the_window(
+    tg: TaskGroup,
+) -> None:
+    clock, rec = FakeClock(), Recorder()
+    rec.gate = anyio.Event()
+    writer = controller(tg, rec, clock)
+    writer.enqueue(ev(0))
+    async with anyio.create_task_group() as inner:
+        inner.start_soon(writer.flush)
+        await rec.started.wait()  # the write hook was entered but had not written yet
+        inner.cancel_scope.cancel()
+    rec.gate.set()
+    assert rec.batches == []
+    await clock.advance(200)
+    assert rec.batches == [[0]]
