@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -41,6 +42,9 @@ Manifest = Annotated[
 Patches = Annotated[
     list[Path] | None, typer.Option("--patch", help="Overlay applied on top (repeatable).")
 ]
+#: `dsh sessions` shows a progress bar (on a terminal) from this many sessions on.
+PROGRESS_MIN = 20
+
 Json = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
 Debug = Annotated[bool, typer.Option("--debug", help="Debug logging and tracebacks.")]
 
@@ -120,8 +124,11 @@ def resume(
 
     async def work() -> int:
         options = runner.RunOptions(config or default_manifest(), patch or [], session_id)
-        for line in await runner.recover(options):
-            print(line)
+        recovery = await runner.recover(options)
+        if json:
+            print(dumps(recovery.to_json()))
+        else:
+            print("\n".join(recovery.lines()))
         return OK
 
     _execute(debug, work)
@@ -135,17 +142,17 @@ def sessions(
 
     async def work() -> int:
         shown = consoles()
-        async with boot(config or default_manifest(), patch or []) as ctx:
-            persistence = runner.persistence_of(ctx)
-            with Progress(console=shown.deco, transient=True, disable=json) as bar:
+        with ExitStack() as stack:
 
-                def progress(total: int) -> Callable[[], None]:
-                    if not shown.interactive or total < 20:
-                        bar.disable = True
-                    task = bar.add_task("reading sessions", total=total)
-                    return lambda: bar.advance(task)
+            def progress(total: int) -> Callable[[], None]:
+                if json or not shown.interactive or total < PROGRESS_MIN:
+                    return lambda: None
+                bar = stack.enter_context(Progress(console=shown.deco, transient=True))
+                task = bar.add_task("reading sessions", total=total)
+                return lambda: bar.advance(task)
 
-                rows = await listing.session_rows(persistence, progress)
+            async with boot(config or default_manifest(), patch or []) as ctx:
+                rows = await listing.session_rows(runner.persistence_of(ctx), progress)
         if json:
             for row in rows:
                 print(dumps(row.to_json()))

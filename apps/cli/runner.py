@@ -149,8 +149,43 @@ async def run(options: RunOptions, view: RunView) -> int:
     return OK if turn.reason.get("kind") == "completed" else FAILED
 
 
-async def recover(options: RunOptions) -> list[str]:
-    """`dsh resume ID`: load (committing any repair) and describe the session's state."""
+@dataclass(frozen=True)
+class Recovery:
+    """What `dsh resume ID` found: repairs this load wrote, repairs already in the log."""
+
+    session_id: str
+    added: Repairs
+    earlier: Repairs
+    events: Sequence[Mapping[str, Any]]
+
+    def lines(self) -> list[str]:
+        """E.g. `recovered: 1 tool call with unknown outcome, ...` and the session's state."""
+        lines = [f"recovered: {self.added.describe()}" if self.added else "nothing to recover"]
+        if self.earlier:
+            lines.append(f"earlier repairs: {self.earlier.describe()}")
+        turns = turn_count(self.events)
+        last = reason_text(last_turn_reason(self.events)) if turns else "no turns yet"
+        plural = "turn" if turns == 1 else "turns"
+        lines.append(
+            f"session {self.session_id}: {turns} {plural}, last: {last}, {len(self.events)} events"
+        )
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        """The `--json` object."""
+        return {
+            "type": "recovered",
+            "sessionId": self.session_id,
+            "recovered": self.added.to_json(),
+            "earlier": self.earlier.to_json(),
+            "turns": turn_count(self.events),
+            "lastReason": last_turn_reason(self.events),
+            "events": len(self.events),
+        }
+
+
+async def recover(options: RunOptions) -> Recovery:
+    """`dsh resume ID`: load the session, committing any repair, and tell what was repaired."""
     session_id = options.session_id
     assert session_id is not None
     async with boot(options.manifest, options.patches) as ctx:
@@ -159,19 +194,6 @@ async def recover(options: RunOptions) -> list[str]:
         if stored is None:
             raise CliError(f'session "{session_id}" not found')
         log = await persistence.load(session_id)
-    events = log.events
-    added = repairs_in(events[len(stored) :])
-    earlier = repairs_in(stored)
-    lines = [f"recovered: {added.describe()}" if added else "nothing to recover"]
-    if earlier:
-        lines.append(f"earlier repairs: {earlier.describe()}")
-    lines.append(state_line(session_id, events))
-    return lines
-
-
-def state_line(session_id: str, events: Sequence[Mapping[str, Any]]) -> str:
-    """`session <id>: <n> turns, last turn <reason>, <m> events`."""
-    turns = turn_count(events)
-    reason = reason_text(last_turn_reason(events)) if turns else "no turns yet"
-    plural = "turn" if turns == 1 else "turns"
-    return f"session {session_id}: {turns} {plural}, last: {reason}, {len(events)} events"
+    return Recovery(
+        session_id, repairs_in(log.events[len(stored) :]), repairs_in(stored), log.events
+    )

@@ -45,6 +45,14 @@ class Repairs:
     def __bool__(self) -> bool:
         return bool(self.unknown or self.not_started or self.turns)
 
+    def to_json(self) -> dict[str, Any]:
+        """`{"unknownOutcome", "notStarted", "interruptedTurns"}`."""
+        return {
+            "unknownOutcome": self.unknown,
+            "notStarted": self.not_started,
+            "interruptedTurns": list(self.turns),
+        }
+
     def describe(self) -> str:
         """E.g. `1 tool call with unknown outcome, turn 1 closed as interrupted`."""
         parts = []

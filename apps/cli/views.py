@@ -128,8 +128,8 @@ class HumanView:
                 self._write(self.deco, chunk["text"], "dim italic")
             elif chunk["type"] == "block-end":
                 self._end_line()
-            else:
-                self._still()
+            elif chunk["type"] == "block-start" and chunk["blockType"] == "tool-call":
+                self._spin("the model is writing a tool call…")
         elif kind == "assistant/message":
             self._end_line()
             if data.get("interrupted"):

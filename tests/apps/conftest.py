@@ -46,7 +46,8 @@ class Sandbox:
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_")}
-        env.update(DSH_HOME=str(self.home), DSH_WORKSPACE=str(self.workspace), NO_COLOR="1")
+        env.pop("NO_COLOR", None)
+        env.update(DSH_HOME=str(self.home), DSH_WORKSPACE=str(self.workspace))
         env.update(extra or {})
         return env
 

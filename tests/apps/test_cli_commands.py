@@ -36,6 +36,7 @@ def test_run_default_manifest_then_sessions_and_show(dsh: Sandbox) -> None:
     assert "✓ append_ledger" in result.stderr
     assert "✓ completed" in result.stderr
     assert not ANSI.search(result.stdout + result.stderr)
+    assert "waiting for the model" not in result.stderr
     assert (dsh.workspace / "notes.txt").read_text().startswith("Each event appended,")
     (session_id,) = _session_ids(dsh)
     assert re.fullmatch(r"s-\d{8}-[0-9a-f]{6}", session_id)
@@ -102,6 +103,11 @@ def test_run_reads_prompt_from_stdin_and_resumes_named_session(
     assert prompts == ["hello from stdin\n", "again"]
     assert [e["data"]["turn"] for e in events if e["type"] == "turn/end"] == [1, 2]
 
+    newer = dsh("run", "--patch", overlay, "--json", "a new session")
+    newer_id = json.loads(newer.stdout.splitlines()[-1])["sessionId"]
+    listed = [json.loads(line) for line in dsh("sessions", "--json").stdout.splitlines()]
+    assert [(row["id"], row["turns"]) for row in listed] == [(newer_id, 1), ("s-named", 2)]
+
 
 def test_show_json_and_raw_match_the_stored_log(
     dsh: Sandbox, replay_overlay: Callable[..., Path]
@@ -140,6 +146,11 @@ def test_show_raw_refused_by_sqlite_backend(
 def test_errors_are_one_line_and_exit_codes(dsh: Sandbox) -> None:
     missing = dsh("show", "s-nope")
     assert (missing.returncode, missing.stderr) == (1, 'dsh: error: session "s-nope" not found\n')
+    not_stored = dsh("resume", "s-nope")
+    assert (not_stored.returncode, not_stored.stderr) == (
+        1,
+        'dsh: error: session "s-nope" not found\n',
+    )
     debug = dsh("show", "s-nope", "--debug")
     assert debug.returncode == 1
     assert "Traceback (most recent call last)" in debug.stderr

@@ -110,6 +110,17 @@ def test_lock_then_sigkill_then_resume(dsh: Sandbox, replay_overlay: Callable[..
         "earlier repairs: 1 tool call with unknown outcome, turn 1 closed as interrupted",
     ]
 
+    as_json = json.loads(dsh("resume", "s-crash", "--json").stdout)
+    assert as_json == {
+        "type": "recovered",
+        "sessionId": "s-crash",
+        "recovered": {"unknownOutcome": 0, "notStarted": 0, "interruptedTurns": []},
+        "earlier": {"unknownOutcome": 1, "notStarted": 0, "interruptedTurns": [1]},
+        "turns": 1,
+        "lastReason": {"kind": "interrupted"},
+        "events": as_json["events"],
+    }
+
     cont = replay_overlay("cont.yml", "      - text: Checked the ledger; carrying on.\n")
     continued = dsh("resume", "s-crash", "continue", "--patch", cont)
     assert continued.returncode == 0, continued.stderr
