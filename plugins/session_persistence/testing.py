@@ -76,6 +76,7 @@ from .errors import (
 from .service import SessionPersistenceService, mount_persistence
 
 __all__ = [
+    "CWD",
     "BackendContract",
     "BackendHarness",
     "FakeClock",
@@ -83,9 +84,13 @@ __all__ = [
     "World",
     "complete_turn",
     "event",
+    "meta",
     "open_step_turn",
     "open_tool_turn",
+    "read_fixture",
+    "replay",
     "running",
+    "texts",
 ]
 
 T0 = 1_767_225_600_000
