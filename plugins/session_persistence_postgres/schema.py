@@ -22,8 +22,13 @@ SCHEMA_VERSION: Final = 1
 _HEADER: Final = "version, id, " + ", ".join(column for _, column, _ in HEADER_COLUMNS)
 _EVENT: Final = ", ".join(EVENT_COLUMNS)
 
+_STATE_DDL: Final = """CREATE TABLE {s}.dsh_persistence_state (
+    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    store_id text NOT NULL,
+    schema_version integer NOT NULL
+)"""
 _DDL: Final[tuple[LiteralString, ...]] = (
-    """CREATE TABLE IF NOT EXISTS {s}.dsh_sessions (
+    """CREATE TABLE {s}.dsh_sessions (
         id text PRIMARY KEY,
         version integer NOT NULL,
         created_at bigint,
@@ -37,7 +42,7 @@ _DDL: Final[tuple[LiteralString, ...]] = (
         revision bigint NOT NULL,
         next_seq bigint NOT NULL
     )""",
-    """CREATE TABLE IF NOT EXISTS {s}.dsh_events (
+    """CREATE TABLE {s}.dsh_events (
         session_id text NOT NULL REFERENCES {s}.dsh_sessions (id) ON DELETE CASCADE,
         seq bigint NOT NULL,
         type text,
@@ -49,7 +54,7 @@ _DDL: Final[tuple[LiteralString, ...]] = (
         key_order text,
         PRIMARY KEY (session_id, seq)
     )""",
-    """CREATE TABLE IF NOT EXISTS {s}.dsh_session_owners (
+    """CREATE TABLE {s}.dsh_session_owners (
         session_id text PRIMARY KEY,
         token text NOT NULL,
         pid integer,
@@ -185,41 +190,52 @@ class Statements:
         self.disown_all = q("DELETE FROM {s}.dsh_session_owners WHERE token = %s")
 
 
+async def _read_state(
+    conn: psycopg.AsyncConnection[tuple[object, ...]], schema: str
+) -> tuple[object, ...] | None:
+    """`(store_id, schema_version)`, or None when the schema has no state table yet."""
+    cursor = await conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables "
+        "WHERE schemaname = %s AND tablename = 'dsh_persistence_state')",
+        (schema,),
+    )
+    exists = await cursor.fetchone()
+    if exists is None or not exists[0]:
+        return None
+    cursor = await conn.execute(
+        _compose("SELECT store_id, schema_version FROM {s}.dsh_persistence_state", schema)
+    )
+    return await cursor.fetchone()
+
+
 async def ensure_schema(conn: psycopg.AsyncConnection[tuple[object, ...]], schema: str) -> str:
-    """Create the schema and tables if absent (serialized by an advisory lock), check the
-    stored layout version, and return the store id."""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(f"schema:{schema}"),))
-        await conn.execute(_compose("CREATE SCHEMA IF NOT EXISTS {s}", schema))
-        await conn.execute(
-            _compose(
-                """CREATE TABLE IF NOT EXISTS {s}.dsh_persistence_state (
-                    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
-                    store_id text NOT NULL,
-                    schema_version integer NOT NULL
-                )""",
-                schema,
-            )
+    """Check the stored layout version and return the store id; first create the schema and
+    every table if the state table is absent (one transaction, serialized by an advisory
+    lock, so concurrent first opens create them once)."""
+    state = await _read_state(conn, schema)
+    if state is None:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(f"schema:{schema}"),))
+            state = await _read_state(conn, schema)
+            if state is None:
+                await conn.execute(_compose("CREATE SCHEMA IF NOT EXISTS {s}", schema))
+                await conn.execute(_compose(_STATE_DDL, schema))
+                for statement in _DDL:
+                    await conn.execute(_compose(statement, schema))
+                await conn.execute(
+                    _compose(
+                        """INSERT INTO {s}.dsh_persistence_state (store_id, schema_version)
+                        VALUES (%s, %s)""",
+                        schema,
+                    ),
+                    (str(uuid.uuid4()), SCHEMA_VERSION),
+                )
+                state = await _read_state(conn, schema)
+    assert state is not None
+    store_id, version = state
+    if version != SCHEMA_VERSION:
+        raise SessionPersistenceError(
+            f'session database schema "{schema}" has schema version {version}, '
+            f"incompatible with this build ({SCHEMA_VERSION})"
         )
-        await conn.execute(
-            _compose(
-                """INSERT INTO {s}.dsh_persistence_state (store_id, schema_version)
-                VALUES (%s, %s) ON CONFLICT DO NOTHING""",
-                schema,
-            ),
-            (str(uuid.uuid4()), SCHEMA_VERSION),
-        )
-        cursor = await conn.execute(
-            _compose("SELECT store_id, schema_version FROM {s}.dsh_persistence_state", schema)
-        )
-        row = await cursor.fetchone()
-        assert row is not None
-        store_id, version = row
-        if version != SCHEMA_VERSION:
-            raise SessionPersistenceError(
-                f'session database schema "{schema}" has schema version {version}, '
-                f"incompatible with this build ({SCHEMA_VERSION})"
-            )
-        for statement in _DDL:
-            await conn.execute(_compose(statement, schema))
     return str(store_id)

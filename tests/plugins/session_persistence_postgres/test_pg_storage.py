@@ -196,12 +196,14 @@ async def test_concurrent_first_opens_create_the_schema_once(postgres: PostgresT
     import anyio
 
     backends = [backend(postgres) for _ in range(4)]
-    async with anyio.create_task_group() as group:
+    try:
+        async with anyio.create_task_group() as group:
+            for b in backends:
+                group.start_soon(b.open)
+    finally:
         for b in backends:
-            group.start_soon(b.open)
+            await b.aclose()
     assert len(execute(postgres, "SELECT store_id FROM dsh_persistence_state")) == 1
-    for b in backends:
-        await b.aclose()
 
 
 async def test_a_closed_backend_refuses_work(postgres: PostgresTarget) -> None:
