@@ -45,7 +45,7 @@ __all__ = [
     "validate_log",
 ]
 
-name = "dsh-session"
+name = "session"
 
 
 def apply(ctx: Context, config: Any) -> Callable[[], None]:

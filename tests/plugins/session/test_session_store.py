@@ -67,7 +67,7 @@ async def test_plugin_provides_sessions_and_detaches_on_dispose(root: Context) -
     seen = record(root, "session/disposed")
     fiber = root.plugin(session_plugin)
     await fiber
-    assert session_plugin.name == "dsh-session"
+    assert session_plugin.name == "session"
     sessions = root.sessions
     assert isinstance(sessions, SessionStore)
     session = sessions.create()
