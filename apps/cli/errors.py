@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 import traceback
 
@@ -14,8 +13,6 @@ OK = 0
 FAILED = 1
 USAGE = 2
 INTERRUPTED = 130
-
-log = logging.getLogger("dsh.cli")
 
 
 class CliError(Exception):

@@ -25,6 +25,9 @@ from .summary import reason_text
 from .timeline import Timeline, stamp
 from .views import HumanView, JsonView, RunView
 
+#: `dsh sessions` shows a progress bar (on a terminal) from this many sessions on.
+PROGRESS_MIN = 20
+
 app = typer.Typer(
     name="dsh",
     help="Run, resume and inspect durable agent sessions.",
@@ -42,9 +45,6 @@ Manifest = Annotated[
 Patches = Annotated[
     list[Path] | None, typer.Option("--patch", help="Overlay applied on top (repeatable).")
 ]
-#: `dsh sessions` shows a progress bar (on a terminal) from this many sessions on.
-PROGRESS_MIN = 20
-
 Json = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
 Debug = Annotated[bool, typer.Option("--debug", help="Debug logging and tracebacks.")]
 
@@ -247,20 +247,11 @@ def plugins(json: Json = False, debug: Debug = False) -> None:
 
     async def work() -> int:
         infos = plugin_list.plugin_infos()
+        failed = FAILED if any(info.problem for info in infos) else OK
         if json:
             for info in infos:
-                print(
-                    dumps(
-                        {
-                            "name": info.entry_point,
-                            "module": info.module,
-                            "provides": list(info.provides),
-                            "needs": list(info.needs),
-                            "problem": info.problem,
-                        }
-                    )
-                )
-            return OK
+                print(dumps(info.to_json()))
+            return failed
         table = Table(box=None, pad_edge=False)
         for column in ("entry point", "module", "provides", "needs"):
             table.add_column(column)
@@ -272,7 +263,7 @@ def plugins(json: Json = False, debug: Debug = False) -> None:
                 ", ".join(info.needs) or "-",
             )
         consoles().out.print(table)
-        return FAILED if any(info.problem for info in infos) else OK
+        return failed
 
     _execute(debug, work)
 

@@ -20,6 +20,16 @@ class PluginInfo:
     needs: tuple[str, ...] = ()
     problem: str | None = None
 
+    def to_json(self) -> dict[str, object]:
+        """The `--json` line."""
+        return {
+            "name": self.entry_point,
+            "module": self.module,
+            "provides": list(self.provides),
+            "needs": list(self.needs),
+            "problem": self.problem,
+        }
+
 
 def provided_services(plugin: object) -> tuple[str, ...]:
     """The services a plugin module provides: the `Service` classes it defines or exports, and

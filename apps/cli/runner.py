@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import signal
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from anyio.abc import TaskStatus
 
 from framework import Context
 from framework.loader import boot
@@ -32,6 +34,9 @@ from .views import Event, RunView
 if TYPE_CHECKING:
     from plugins.agent import Agent, AgentHandle
     from plugins.session_persistence import SessionPersistenceService
+
+
+log = logging.getLogger("dsh.cli")
 
 
 def new_session_id() -> str:
@@ -102,18 +107,23 @@ async def _open(ctx: Context, options: RunOptions) -> tuple[AgentHandle, bool, R
     session_id = options.session_id
     stored = None if session_id is None else await stored_events(ctx, session_id)
     if stored is None:
+        log.debug("creating session %s", session_id or "(new id)")
         handle: AgentHandle = await agents.create(
             session_id or new_session_id(), meta={"cwd": os.getcwd()}
         )
         return handle, False, Repairs()
     assert session_id is not None
+    log.debug("resuming session %s (%d stored events)", session_id, len(stored))
     handle = await agents.resume(session_id)
     return handle, True, repairs_in(handle.agent.session.events[len(stored) :])
 
 
-async def _cancel_on_sigint(agent: Agent, turn: Turn) -> None:
+async def _cancel_on_sigint(
+    agent: Agent, turn: Turn, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     """First Ctrl-C: cancel the turn (`{"kind":"user"}`); a second one exits at once."""
     with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        task_status.started()
         async for _ in signals:
             if turn.interrupted:
                 turn.view.close()
@@ -125,6 +135,7 @@ async def _cancel_on_sigint(agent: Agent, turn: Turn) -> None:
 
 async def run(options: RunOptions, view: RunView) -> int:
     """Send one prompt and wait for the agent to go idle; the exit code of the turn."""
+    log.debug("booting %s with overlays %s", options.manifest, list(options.patches))
     async with boot(options.manifest, options.patches) as ctx:
         handle, resumed, repairs = await _open(ctx, options)
         agent = handle.agent
@@ -133,7 +144,7 @@ async def run(options: RunOptions, view: RunView) -> int:
         try:
             view.started(agent.id, resumed=resumed, repairs=repairs)
             async with anyio.create_task_group() as group:
-                group.start_soon(_cancel_on_sigint, agent, turn)
+                await group.start(_cancel_on_sigint, agent, turn)
                 agent.followup(options.prompt)
                 await agent.when_idle()
                 group.cancel_scope.cancel()

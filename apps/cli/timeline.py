@@ -138,6 +138,9 @@ class Timeline:
     def _assistant(self, data: Mapping[str, Any]) -> Iterator[Text]:
         message = data["message"]
         source = message.get("source", {})
+        for block in message.get("content", ()):
+            if block.get("type") == "tool-call":
+                self.names[block["id"]] = block["name"]
         yield Text(
             f"    ◆ request → {source.get('provider')}/{source.get('model')}", style="magenta"
         )

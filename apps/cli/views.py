@@ -88,11 +88,17 @@ class HumanView:
             self._status.stop()
             self._status = None
 
-    def _write(self, console: Console, text: str, style: str | None = None) -> None:
+    def _write(self, console: Console, text: str, style: str = "") -> None:
+        """Continue a streamed line: verbatim into a pipe, control codes stripped on a
+        terminal."""
         self._still()
         if self._open is not None and self._open is not console:
             self._end_line()
-        console.print(Text(text, style=style or ""), end="")
+        if console.is_terminal:
+            console.print(Text(text, style=style), end="")
+        else:
+            console.file.write(text)
+            console.file.flush()
         self._open = console
 
     def _end_line(self) -> None:

@@ -60,6 +60,9 @@ def test_lock_then_sigkill_then_resume(dsh: Sandbox, replay_overlay: Callable[..
           - id: call-slow
             name: slow
             arguments: {{marker: "{marker}"}}
+          - id: call-next
+            name: list_files
+            arguments: {{}}
       - text: never reached
 """,
     )
@@ -94,6 +97,7 @@ def test_lock_then_sigkill_then_resume(dsh: Sandbox, replay_overlay: Callable[..
     # show inspects without writing: the repair is displayed as pending.
     shown = dsh("show", "s-crash")
     assert "slow: outcome UNKNOWN (crash repair)" in shown.stdout
+    assert "list_files: not started (crash repair)" in shown.stdout
     assert "[pending repair]" in shown.stdout
     assert "■ turn 1 INTERRUPTED" in shown.stdout
     assert dsh.files() == before
@@ -101,13 +105,15 @@ def test_lock_then_sigkill_then_resume(dsh: Sandbox, replay_overlay: Callable[..
     resumed = dsh("resume", "s-crash")
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.splitlines()[0] == (
-        "recovered: 1 tool call with unknown outcome, turn 1 closed as interrupted"
+        "recovered: 1 tool call with unknown outcome, 1 tool call not started, "
+        "turn 1 closed as interrupted"
     )
     assert "session s-crash: 1 turn, last: interrupted" in resumed.stdout
     again = dsh("resume", "s-crash")
     assert again.stdout.splitlines()[:2] == [
         "nothing to recover",
-        "earlier repairs: 1 tool call with unknown outcome, turn 1 closed as interrupted",
+        "earlier repairs: 1 tool call with unknown outcome, 1 tool call not started, "
+        "turn 1 closed as interrupted",
     ]
 
     as_json = json.loads(dsh("resume", "s-crash", "--json").stdout)
@@ -115,7 +121,7 @@ def test_lock_then_sigkill_then_resume(dsh: Sandbox, replay_overlay: Callable[..
         "type": "recovered",
         "sessionId": "s-crash",
         "recovered": {"unknownOutcome": 0, "notStarted": 0, "interruptedTurns": []},
-        "earlier": {"unknownOutcome": 1, "notStarted": 0, "interruptedTurns": [1]},
+        "earlier": {"unknownOutcome": 1, "notStarted": 1, "interruptedTurns": [1]},
         "turns": 1,
         "lastReason": {"kind": "interrupted"},
         "events": as_json["events"],
