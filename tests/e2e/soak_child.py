@@ -10,8 +10,9 @@ call, then a text answer; some turns answer with text only.
 
 Acknowledgement: every `ctx.sessions.flush` (the policy's checkpoints, the runtime's own) that
 returns normally makes durable every event appended before it was called, so the child then
-appends `ack <count>` to ACKS (write + flush: the page cache survives SIGKILL). BACKEND is the
-child's event loop (`asyncio` or `trio`); SEED drives its small random choices.
+appends `ack <count>` to ACKS (write + flush: the page cache survives SIGKILL); a tool body
+appends `body <callId>` when it starts (the policy promises its `tool/call` is durable by then).
+BACKEND is the child's event loop (`asyncio` or `trio`); SEED drives its small random choices.
 """
 
 from __future__ import annotations
@@ -62,12 +63,20 @@ def script(run: int, rng: random.Random) -> list[dict[str, Any]]:
     return responses
 
 
-def tools(rng: random.Random) -> list[Tool]:
+def tools(rng: random.Random, acks: IO[str]) -> list[Tool]:
+    """A concurrency-safe and an exclusive tool; each body first logs `body <callId>`."""
+
+    def started(exec: Any) -> None:
+        acks.write(f"body {exec.call_id}\n")
+        acks.flush()
+
     async def lookup(args: Any, exec: Any) -> Any:
+        started(exec)
         await anyio.sleep(rng.uniform(0.001, 0.004))
         return {"key": args["key"], "value": 42}
 
     async def record(args: Any, exec: Any) -> Any:
+        started(exec)
         await anyio.sleep(rng.uniform(0.001, 0.004))
         return {"recorded": args["note"]}
 
@@ -126,7 +135,7 @@ async def main(root: str, acks_path: str, run: int, seed: int) -> None:
                 plugins.agent,
                 {"provider": "replay", "model": "replay", "max_parallel_tool_calls": 4},
             )
-            for tool in tools(rng):
+            for tool in tools(rng, acks):
                 ctx.tools.register(tool)
             stored = {header["id"] for header in await ctx.sessionPersistence.list()}
             if SESSION_ID in stored:

@@ -5,8 +5,9 @@ replayed turns (reasoning, parallel and exclusive tool calls, text) with a 5 ms 
 window so background writes and the policy's barriers interleave, and is SIGKILLed at a random
 moment (sometimes while it is still booting or repairing). After each kill a fresh context loads
 the log and checks: it loads; seqs are contiguous from 0; every event a returned flush had
-acknowledged is present; everything an earlier load returned is still there, unchanged; turns and
-steps are balanced; every `tool/call` has exactly one `tool/result`.
+acknowledged is present; every tool body that started has a durable `tool/call`; everything an
+earlier load returned is still there, unchanged; turns and steps are balanced; every `tool/call`
+has exactly one `tool/result`.
 
 Bounded by `DSH_SOAK_KILLS` (default 40) kills and `DSH_SOAK_SECONDS` (default 90) seconds;
 `DSH_SOAK_SEED` replays a run (the seed is printed, and named in every failure).
@@ -37,6 +38,7 @@ from framework import Context
 
 pytestmark = [
     pytest.mark.anyio,
+    pytest.mark.slow,
     pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL and fcntl locks are POSIX-only"),
 ]
 
@@ -57,6 +59,8 @@ class Soak:
     root: Path
     rng: random.Random
     acknowledged: int = 0
+    #: Call ids whose tool body started (so whose `tool/call` must be durable).
+    bodies: set[str] = field(default_factory=set)
     known: list[dict[str, Any]] = field(default_factory=list)
     kills: int = 0
     early: int = 0
@@ -96,6 +100,7 @@ class Soak:
         assert "script-exhausted" not in lines, f"run {run} ran out of script"
         counts = [int(line.split()[1]) for line in lines if line.startswith("ack ")]
         self.acknowledged = max([self.acknowledged, *counts])
+        self.bodies.update(line.split()[1] for line in lines if line.startswith("body "))
 
     async def check(self, run: int) -> None:
         events = await load(self.root)
@@ -114,6 +119,9 @@ class Soak:
         assert len(events) >= len(self.known), f"run {run}: an earlier load's events vanished"
         assert_balanced(events)
         assert_one_result_per_call(events)
+        durable_calls = {e["data"]["callId"] for e in events if e["type"] == "tool/call"}
+        missing = sorted(self.bodies - durable_calls)
+        assert not missing, f"run {run}: tool bodies ran without a durable tool/call: {missing}"
         self.known = events
 
 
