@@ -176,25 +176,46 @@ class Growth:
             self.series.samples.append(time.perf_counter() - start)
 
 
+class Floor:
+    """The physical floor on the same disk: `os.write` + `os.fsync` of 2 KB appended to a file."""
+
+    def __init__(self, directory: Path) -> None:
+        self.series = Series("floor: write+fsync 2 KB")
+        self.fd = os.open(directory / "floor.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    async def checkpoint(self, *, record: bool = True) -> None:
+        start = time.perf_counter()
+        os.write(self.fd, b"x" * 2048)
+        os.fsync(self.fd)
+        if record:
+            self.series.samples.append(time.perf_counter() - start)
+
+
 async def measure(rounds: int = ROUNDS, warmup: int = WARMUP) -> list[Series]:
-    """Alternate the three sizes round by round; one series each."""
+    """Alternate the three sizes and the floor round by round; one series each (floor last)."""
     with tempfile.TemporaryDirectory(prefix="dsh-p6-") as directory:
         os.chmod(directory, 0o700)
-        async with sqlite_stack(Path(directory)) as ctx:
-            cases = [Growth(ctx, size) for size in SIZES]
-            for _ in range(warmup):
-                for case in cases:
-                    await case.checkpoint(record=False)
-            for _ in range(rounds):
-                for case in cases:
-                    await case.checkpoint()
+        floor = Floor(Path(directory))
+        try:
+            async with sqlite_stack(Path(directory)) as ctx:
+                cases: list[Growth | Floor] = [Growth(ctx, size) for size in SIZES]
+                cases.append(floor)
+                for record, count in ((False, warmup), (True, rounds)):
+                    for _ in range(count):
+                        for case in cases:
+                            await case.checkpoint(record=record)
+        finally:
+            os.close(floor.fd)
     return [case.series for case in cases]
 
 
 def main(rounds: int = ROUNDS) -> list[Row]:
-    series = anyio.run(measure, rounds)
+    *series, floor = anyio.run(measure, rounds)
     base = series[0]
-    rows = [row(s, base, "ratio to 10 messages") for s in series]
+    rows = [
+        row(s, base, f"ratio to 10 messages; {s.median / floor.median:.1f}x floor") for s in series
+    ]
+    rows.append(row(floor, base, "the same disk's write+fsync"))
     report(
         "p6_sqlite_growth",
         "SQLite per-checkpoint latency (one ~2 KB step, flushed) vs prior messages; goal: flat",
