@@ -39,11 +39,15 @@ app = typer.Typer(
 Manifest = Annotated[
     Path | None,
     typer.Option(
-        "-c", "--config", help="Manifest (default: $DSH_CONFIG, else the packaged app.yml)."
+        "-c",
+        "--config",
+        metavar="MANIFEST",
+        help="Manifest (default: $DSH_CONFIG, else the packaged app.yml).",
     ),
 ]
 Patches = Annotated[
-    list[Path] | None, typer.Option("--patch", help="Overlay applied on top (repeatable).")
+    list[Path] | None,
+    typer.Option("--patch", metavar="OVERLAY", help="Overlay applied on top (repeatable)."),
 ]
 Json = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
 Debug = Annotated[bool, typer.Option("--debug", help="Debug logging and tracebacks.")]
@@ -96,9 +100,12 @@ def _drive(
 
 @app.command()
 def run(
-    prompt: Annotated[str | None, typer.Argument(help="The prompt (default: stdin).")] = None,
+    prompt: Annotated[
+        str | None, typer.Argument(metavar="PROMPT", help="The prompt (default: stdin).")
+    ] = None,
     session: Annotated[
-        str | None, typer.Option("--session", help="Resume this session (created if new).")
+        str | None,
+        typer.Option("--session", metavar="ID", help="Resume this session (created if new)."),
     ] = None,
     config: Manifest = None,
     patch: Patches = None,
@@ -112,7 +119,7 @@ def run(
 @app.command()
 def resume(
     session_id: Annotated[str, typer.Argument(metavar="ID", help="The stored session.")],
-    prompt: Annotated[str | None, typer.Argument(help="A new prompt.")] = None,
+    prompt: Annotated[str | None, typer.Argument(metavar="PROMPT", help="A new prompt.")] = None,
     config: Manifest = None,
     patch: Patches = None,
     json: Json = False,

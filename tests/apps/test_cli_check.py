@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import Sandbox
+from dsh_sandbox import Sandbox
 
 CONFIG = Path(__file__).parents[2] / "config"
 

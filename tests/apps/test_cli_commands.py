@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import Sandbox
+from dsh_sandbox import Sandbox
 
 ANSI = re.compile(r"\x1b\[")
 ONE_STEP = """\

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import Sandbox
+from dsh_sandbox import Sandbox
 
 #: A plugin file mounted by relative path: a tool that writes a marker, then sleeps.
 SLOW_TOOL = """\

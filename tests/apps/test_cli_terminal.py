@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import Sandbox
+from dsh_sandbox import Sandbox
 
 COLOUR = re.compile(r"\x1b\[(?:\d+;)*3[0-8](?:;\d+)*m")
 
