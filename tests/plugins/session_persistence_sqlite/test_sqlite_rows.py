@@ -189,3 +189,34 @@ def test_scan_corruption_before_a_valid_turn_end() -> None:
     gap = [row for row in rows if row[0] != 9]
     with pytest.raises(SessionPersistenceCorruptionError, match=r"at seq 9$"):
         scan(gap)
+
+
+_kinds = st.sampled_from(["text-delta", "reasoning-delta", "tool-call-delta", "plain"])
+
+
+@given(
+    st.lists(
+        st.tuples(_kinds, st.text(max_size=8), st.integers(min_value=0, max_value=3)),
+        max_size=40,
+    )
+)
+def test_batches_round_trip_through_rows(items: list[tuple[str, str, int]]) -> None:
+    events: list[dict[str, object]] = []
+    time = 1000
+    for seq, (kind, text, gap) in enumerate(items):
+        time += gap
+        if kind == "plain":
+            item = {"type": "session/title", "seq": seq, "time": time, "data": {"title": text}}
+        elif kind == "tool-call-delta":
+            delta = {"type": kind, "index": 1, "id": "c", "name": "n", "argumentsDelta": text}
+            item = event(seq, "assistant/chunk", {"turn": 1, "step": 1, "chunk": delta})
+            item["time"] = time
+        else:
+            item = chunk(seq, text, kind=kind)
+            item["time"] = time
+        events.append(item)
+    rows = encode_rows(events)
+    assert sum(row[1].endswith("-chunks") for row in rows) <= len(events) // 3
+    result = scan(rows)
+    assert result.torn_from is None
+    assert [dumps(e) for e in result.events] == [dumps(e) for e in events]
