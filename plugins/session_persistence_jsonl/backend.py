@@ -2,6 +2,12 @@
 
 All file I/O is synchronous and runs in worker threads (`anyio.to_thread.run_sync`); the
 coordinator never overlaps two calls for one id, so per-id state needs no further locking.
+
+Format versions: a header whose `version` is not 0 is returned as is, with no events decoded
+and no shape check, so the coordinator refuses it with the spec's `SessionFormatUnsupportedError`
+texts (and the raw log path from `locate`). Likewise a header whose id differs from the requested
+one is returned for the coordinator's identity check; a header whose cwd (or, in `list`, id) does
+not reproduce its directory is `SessionPersistenceCorruptionError`.
 """
 
 from __future__ import annotations
