@@ -89,6 +89,17 @@ def test_run_json_lines(dsh: Sandbox, replay_overlay: Callable[..., Path]) -> No
     }
 
 
+def test_a_failed_turn_exits_1(dsh: Sandbox, replay_overlay: Callable[..., Path]) -> None:
+    overlay = replay_overlay("fail.yml", "      - error: {code: AUTH, message: bad key}\n")
+    result = dsh("run", "--json", "--patch", overlay, "--session", "s-fail", "hi")
+    assert result.returncode == 1
+    final = json.loads(result.stdout.splitlines()[-1])
+    assert final["reason"] == {"kind": "error", "error": {"message": "bad key", "code": "AUTH"}}
+    human = dsh("run", "--patch", overlay, "--session", "s-fail", "again")
+    assert human.returncode == 1
+    assert "✗ error: bad key (AUTH)" in human.stderr
+
+
 def test_run_reads_prompt_from_stdin_and_resumes_named_session(
     dsh: Sandbox, replay_overlay: Callable[..., Path]
 ) -> None:

@@ -176,3 +176,6 @@ def test_sigint_aborts_the_turn_durably(dsh: Sandbox, replay_overlay: Callable[.
     interrupted = [e for e in events if e["type"] == "assistant/message"]
     assert interrupted[-1]["data"]["interrupted"] is True  # type: ignore[index]
     assert dsh("resume", "s-int").stdout.startswith("nothing to recover\n")
+    shown = dsh("show", "s-int").stdout
+    assert "(response interrupted)" in shown
+    assert "■ turn 1 aborted (user)" in shown
