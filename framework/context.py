@@ -6,17 +6,23 @@ context registers (`effect`, `provide`, `on`, child plugins, registrations made 
 Service view) is undone when its fiber unloads or is disposed. Services resolve through the
 realm of their name (see `framework.service`); events go through the root's single bus, filtered
 by the context's scope.
+
+Background work goes through `ctx.spawn` (fire-and-forget) and `ctx.start` (wait until the task
+reports it has started): the task runs in the root's task group as an effect of the caller's
+fiber, so disposing that fiber cancels it, and a failure is logged instead of reaching the root.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import Token
+from functools import partial
 from types import TracebackType
 from typing import Any, overload
 
 import anyio
-from anyio.abc import TaskGroup
+from anyio.abc import TaskGroup, TaskStatus
 from dependency_injector.containers import DynamicContainer
 
 from framework.errors import FrameworkError, ServiceError
@@ -24,6 +30,8 @@ from framework.events import Listener, Scope
 from framework.fiber import Disposer, Effect, Fiber, FiberState, Root, describe, disposers_of
 from framework.service import Entry, Realm, Service, service_names
 from framework.signal import timer_group
+
+logger = logging.getLogger("framework")
 
 EffectResult = Disposer | list[Disposer] | tuple[Disposer, ...] | None
 
@@ -172,6 +180,43 @@ class Context:
             return self._effect_later(result)
         return fiber.add_effect(disposers_of(result))
 
+    # -- background tasks --------------------------------------------------------------------
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str | None = None) -> None:
+        """Run `fn(*args)` in the background, in the root's task group; returns at once.
+
+        The task is an effect of this context's fiber: disposing the fiber cancels it and waits
+        until it has ended (leaving the root does too). An exception is logged with the plugin's
+        name (`background task "<name>" of plugin "<plugin>" failed`) and never reaches the
+        root. `name` (default: `fn`'s qualified name) labels the task. Raises FrameworkError on
+        an inactive context or before the root is entered.
+        """
+        task = _Task(self, fn, args, name)
+        try:
+            task.group.start_soon(task.run, None, name=task.name)
+        except RuntimeError:  # the root task group has closed
+            task.drop()
+            raise FrameworkError("cannot spawn a task: the root context has closed") from None
+
+    async def start(
+        self, fn: Callable[..., Awaitable[Any]], *args: Any, name: str | None = None
+    ) -> Any:
+        """Like `spawn`, for a task that reports readiness: wait until it calls
+        `task_status.started(value)` and return `value` (anyio `TaskGroup.start` semantics).
+
+        `fn` is called as `fn(*args, task_status=status)`. An exception it raises before
+        `started()` propagates here (not logged); a disposal of the fiber before `started()`
+        raises FrameworkError here. After `started()` the task behaves as with `spawn`.
+        """
+        task = _Task(self, fn, args, name)
+        try:
+            return await task.group.start(task.run, name=task.name)
+        except RuntimeError as error:
+            if task.done.is_set():
+                raise
+            task.drop()  # the root task group has closed: the task never ran
+            raise FrameworkError("cannot start a task: the root context has closed") from error
+
     async def _effect_later(self, pending: Awaitable[Any]) -> Effect:
         disposers = disposers_of(await pending)
         try:
@@ -298,3 +343,82 @@ class Context:
     def waterfall(self, name: str, *args: Any, inner: Callable[[], Any]) -> Any:
         """Middleware dispatch: the first listener is outermost, called `listener(*args, next)`."""
         return self._root.bus.waterfall(name, args, self._scope, inner)
+
+
+class _Status:
+    """The `task_status` handed to a task run by `Context.start`: remembers `started()`."""
+
+    __slots__ = ("_status", "started_")
+
+    def __init__(self, status: TaskStatus[Any]) -> None:
+        self._status = status
+        self.started_ = False
+
+    def started(self, value: Any = None) -> None:
+        self._status.started(value)
+        self.started_ = True
+
+
+class _Task:
+    """A background task of a fiber: its cancel scope and the effect that cancels it."""
+
+    __slots__ = ("args", "done", "effect", "fiber", "fn", "group", "name", "scope", "task_id")
+
+    def __init__(
+        self,
+        ctx: Context,
+        fn: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        name: str | None,
+    ) -> None:
+        group = ctx._root.tg
+        fiber = ctx._fiber
+        fiber.check_active()
+        if group is None:
+            raise FrameworkError("enter the root context (async with Context()) before tasks")
+        self.group = group
+        self.fiber = fiber
+        self.fn = fn
+        self.args = args
+        self.name = name or getattr(fn, "__qualname__", None) or repr(fn)
+        self.scope = anyio.CancelScope()
+        self.done = anyio.Event()
+        self.task_id: int | None = None
+        self.effect = fiber.add_effect([self._stop])
+
+    def _stop(self) -> Awaitable[None] | None:
+        """The effect's disposer: cancel the task and wait until it has ended (not when the
+        task itself is disposing its fiber: it ends once it leaves that disposal)."""
+        if self.done.is_set():
+            return None
+        self.scope.cancel()
+        if self.task_id == anyio.get_current_task().id:
+            return None
+        return self.done.wait()
+
+    def drop(self) -> None:
+        """Forget a task that never ran."""
+        self.done.set()
+        self.effect()
+
+    async def run(self, task_status: TaskStatus[Any] | None = None) -> None:
+        self.task_id = anyio.get_current_task().id
+        status = None if task_status is None else _Status(task_status)
+        call = self.fn if status is None else partial(self.fn, task_status=status)
+        try:
+            with self.scope:
+                await call(*self.args)
+            if status is not None and not status.started_ and self.scope.cancelled_caught:
+                raise FrameworkError(
+                    f'task "{self.name}" of plugin "{self.fiber.name}" was cancelled before it '
+                    "started"
+                )
+        except Exception:
+            if status is not None and not status.started_:
+                raise  # start() re-raises it in its caller
+            logger.exception(
+                'background task "%s" of plugin "%s" failed', self.name, self.fiber.name
+            )
+        finally:
+            self.done.set()
+            self.effect()  # no longer an effect of the fiber (its disposer is a no-op now)

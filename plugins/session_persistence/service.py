@@ -19,8 +19,7 @@ from typing import Any, ClassVar
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from framework import Context, FrameworkError, Service
-from framework.signal import timer_group
+from framework import Context, Service
 
 from .backend import JsonObject, Location, PersistenceBackend, Snapshot
 from .config import Config
@@ -37,17 +36,14 @@ def _new_session(meta: JsonObject, events: list[JsonObject]) -> Any:
 
 
 class _TaskHost:
-    """A task group of the service's own, run by a task in the root context's task group."""
+    """A task group of the service's own, held open by a task the service's context started."""
 
     def __init__(self) -> None:
         self._group: list[TaskGroup] = []
         self._closed = anyio.Event()
 
-    async def start(self) -> None:
-        root = timer_group.get()
-        if root is None:
-            raise FrameworkError("sessionPersistence needs an entered root Context")
-        self._group.append(await root.start(self._run))
+    async def start(self, ctx: Context) -> None:
+        self._group.append(await ctx.start(self._run))
 
     async def _run(self, *, task_status: TaskStatus[TaskGroup]) -> None:
         async with anyio.create_task_group() as group:
@@ -135,7 +131,7 @@ class SessionPersistenceService(Service):
 
     async def start(self) -> None:
         """Open the service's task group (timers, inits, retirements)."""
-        await self._host.start()
+        await self._host.start(self.ctx)
 
     async def aclose(self) -> None:
         """Drain every live buffer, release locks and close the backend.
