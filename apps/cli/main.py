@@ -200,7 +200,12 @@ def show(
     session_id: Annotated[str, typer.Argument(metavar="ID", help="The stored session.")],
     config: Manifest = None,
     patch: Patches = None,
-    json: Json = False,
+    json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="One event per line in the on-disk envelope (pending repairs included)."
+        ),
+    ] = False,
     raw: Annotated[bool, typer.Option("--raw", help="The stored artifact verbatim.")] = False,
     debug: Debug = False,
 ) -> None:
