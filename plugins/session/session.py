@@ -7,13 +7,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from framework.signal import timer_group
+from framework import FrameworkError
 
 from .events import Event, Surface, check_event, live_event, validate_header
 from .jsonutil import snapshot
 from .messages import message_of
 
 if TYPE_CHECKING:
+    from framework import Context
+
     from .store import SessionStore
 
 __all__ = ["Clock", "Session", "now_ms"]
@@ -143,11 +145,13 @@ class Session:
         listeners = store._listeners("session/event") if store is not None else ()
         self.events.append(event)
         self.surface.apply(event)
-        if listeners:
-            self._publish(listeners, event)
+        if store is not None and listeners:
+            self._publish(store, listeners, event)
         return event
 
-    def _publish(self, listeners: tuple[Callable[..., Any], ...], event: Event) -> None:
+    def _publish(
+        self, store: SessionStore, listeners: tuple[Callable[..., Any], ...], event: Event
+    ) -> None:
         self._publishing = True
         try:
             for listener in listeners:
@@ -157,7 +161,7 @@ class Session:
                     logger.error('session "%s": session/event listener threw: %s', self.id, error)
                     continue
                 if result is not None and hasattr(result, "__await__"):
-                    _background(result, self.id, "session/event listener rejected")
+                    _background(store.ctx, result, self.id, "session/event listener rejected")
         finally:
             self._publishing = False
 
@@ -170,8 +174,9 @@ def _canonical_op(op: Any) -> Any:
     return {key: op[key] for key in _REPLACE_KEYS if key in op} | op
 
 
-def _background(awaitable: Any, session_id: str, what: str) -> None:
-    """Await `awaitable` in the root task group, logging `session "<id>": <what>: <e>`."""
+def _background(ctx: Context, awaitable: Any, session_id: str, what: str) -> None:
+    """Await `awaitable` as a background task of `ctx` (the store's own context), logging
+    `session "<id>": <what>: <e>`; an inactive context drops it with an error logged."""
 
     async def run() -> None:
         try:
@@ -179,11 +184,10 @@ def _background(awaitable: Any, session_id: str, what: str) -> None:
         except Exception as error:
             logger.error('session "%s": %s: %s', session_id, what, error)
 
-    group = timer_group.get()
-    if group is None:
+    try:
+        ctx.spawn(run)
+    except FrameworkError as error:
         close = getattr(awaitable, "close", None)
         if close is not None:
             close()
-        logger.error('session "%s": %s: no running root context to await it', session_id, what)
-        return
-    group.start_soon(run)
+        logger.error('session "%s": %s: cannot await it: %s', session_id, what, error)

@@ -76,7 +76,7 @@ class SessionStore(Service):
                 logger.error('session "%s": session/disposed listener threw: %s', session.id, error)
                 continue
             if result is not None and hasattr(result, "__await__"):
-                _background(result, session.id, "session/disposed listener rejected")
+                _background(self.ctx, result, session.id, "session/disposed listener rejected")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -151,7 +151,7 @@ class SessionStore(Service):
             for listener in self._listeners("session/created"):
                 result = listener(session)
                 if result is not None and hasattr(result, "__await__"):
-                    _background(result, session.id, "session/created listener rejected")
+                    _background(self.ctx, result, session.id, "session/created listener rejected")
         except BaseException:
             self.dispose(session)
             raise
