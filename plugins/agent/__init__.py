@@ -34,7 +34,7 @@ from .hooks import (
 )
 from .inbox import Inbox
 from .options import AgentOptions, Config
-from .service import AgentHandle, AgentsService, TaskHost, host_group
+from .service import AgentHandle, AgentsService, TaskHost
 
 __all__ = [
     "DISPOSED",
@@ -71,7 +71,7 @@ inject = ["sessions", "llm", "tools"]
 async def apply(ctx: Any, config: Config) -> Callable[[], Awaitable[None]]:
     """Start the drivers' task group and provide `agents`; the disposer disposes every agent."""
     host = TaskHost()
-    await host_group().start(host.run)
+    await ctx.start(host.run)
     service = AgentsService(ctx, config, host)
     ctx.provide(AgentsService.provide, service)
     return service.aclose

@@ -12,7 +12,6 @@ import anyio
 from anyio.abc import TaskGroup
 
 from framework import Scope, Service
-from framework.signal import timer_group
 
 from .agent import Agent
 from .errors import AgentError
@@ -37,7 +36,10 @@ class AgentHandle:
 
 
 class TaskHost:
-    """A task group that lives as long as the service: agents' drivers run in it."""
+    """A task group that lives as long as the service: agents' drivers run in it.
+
+    The plugin starts `run` with `ctx.start` (a task of its fiber in the root's task group).
+    """
 
     def __init__(self) -> None:
         self._tg: TaskGroup | None = None
@@ -226,11 +228,3 @@ class _Entry:
         await self.fiber.dispose()
         agent.ctx.emit("agent/disposed", agent)
         self.service._agents.pop(agent.id, None)
-
-
-def host_group() -> TaskGroup:
-    """The root context's task group (where the service's task host is started)."""
-    group = timer_group.get()
-    if group is None:
-        raise RuntimeError("the agents service needs a running root framework.Context")
-    return group
