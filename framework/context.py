@@ -29,7 +29,7 @@ from framework.errors import FrameworkError, ServiceError
 from framework.events import Listener, Scope
 from framework.fiber import Disposer, Effect, Fiber, FiberState, Root, describe, disposers_of
 from framework.service import Entry, Realm, Service, service_names
-from framework.signal import timer_group
+from framework.signal import _timer_group
 
 logger = logging.getLogger("framework")
 
@@ -78,7 +78,7 @@ class Context:
         tg = anyio.create_task_group()
         await tg.__aenter__()
         root.tg = tg
-        self._token = timer_group.set(tg)
+        self._token = _timer_group.set(tg)
         self._fiber.state = FiberState.ACTIVE
         return self
 
@@ -95,7 +95,7 @@ class Context:
             with anyio.CancelScope(shield=True):
                 await self._fiber.dispose()
         finally:
-            timer_group.reset(self._token)
+            _timer_group.reset(self._token)
             tg.cancel_scope.cancel()
         try:
             return await tg.__aexit__(exc_type, exc, tb)

@@ -33,8 +33,9 @@ logger = logging.getLogger("framework.signal")
 
 Listener = Callable[[object], object]
 
-#: Task group used for eager deadline timers; set by the root `Context` while it is entered.
-timer_group: ContextVar[TaskGroup | None] = ContextVar("framework_timer_group", default=None)
+#: Task group for eager deadline timers, set by the root `Context` while it is entered.
+#: Framework-internal: plugins run background work with `ctx.spawn` / `ctx.start`.
+_timer_group: ContextVar[TaskGroup | None] = ContextVar("framework_timer_group", default=None)
 
 
 class AbortError(FrameworkError):
@@ -216,7 +217,7 @@ def deadline(parent: AbortSignal | None, ms: float, code: str) -> Iterator[Deadl
             signal._deadline = parent._deadline
             signal._deadline_src = parent
     timer = anyio.CancelScope(deadline=signal._deadline)
-    group = timer_group.get()
+    group = _timer_group.get()
     if group is not None and not signal._aborted:
         try:
             group.start_soon(_fire_at, signal, timer)
