@@ -1,10 +1,14 @@
 """PostgreSQL for tests: the DSN, one reachability probe per run, skip-or-fail, fresh schemas.
 
-- `DSN`: `$DSH_TEST_POSTGRES_DSN`, default `postgresql://postgres@127.0.0.1:5432/test`.
-- `require_postgres()`: the DSN if the server answers; otherwise `pytest.skip` with the reason,
-  or `pytest.fail` when `DSH_REQUIRE_POSTGRES=1` (CI that must not skip silently).
-- `fresh_schema()`: a context manager yielding a new schema name (`dsh_test_<pid>_<hex>`),
-  dropped with everything in it on exit.
+- `DSN`: the server, `$DSH_TEST_POSTGRES_DSN`, default `postgresql://postgres@127.0.0.1:5432/test`.
+- `require_postgres()`: the DSN tests should use if the server answers; otherwise `pytest.skip`
+  with the reason, or `pytest.fail` when `DSH_REQUIRE_POSTGRES=1` (CI that must not skip
+  silently). That DSN names a database of this test process's own (`dsh_test_<pid>_<hex>`,
+  created on first use, dropped at exit) when the role may create databases, else `DSN`'s:
+  advisory locks are per database and the writer-lock key depends only on the session id, so
+  concurrent test runs sharing a database would lock each other's same-named sessions.
+- `fresh_schema()`: a context manager yielding a new schema name (`dsh_test_<pid>_<hex>`) in that
+  database, dropped with everything in it on exit.
 - `postgres_fixture(scope)`: a pytest fixture factory yielding a `PostgresTarget` (DSN + fresh
   schema) per test (`"function"`) or per run (`"session"`)::
 
@@ -14,6 +18,7 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import secrets
@@ -25,6 +30,7 @@ from typing import Any, Literal
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from plugins.session_persistence_postgres.connection import describe, scrub
 
@@ -36,6 +42,7 @@ __all__ = [
     "postgres_fixture",
     "probe",
     "require_postgres",
+    "run_dsn",
     "schema_name",
 ]
 
@@ -69,23 +76,43 @@ def probe() -> str | None:
 
 
 def require_postgres() -> str:
-    """The DSN; skip the test when the server does not answer (fail if DSH_REQUIRE_POSTGRES=1)."""
+    """The DSN of this run's database; skip the test when the server does not answer (fail if
+    DSH_REQUIRE_POSTGRES=1)."""
     reason = probe()
     if reason is not None:
         if os.environ.get("DSH_REQUIRE_POSTGRES") == "1":
             pytest.fail(f"{reason} (DSH_REQUIRE_POSTGRES=1)")
         pytest.skip(reason)
-    return DSN
+    return run_dsn()
 
 
 def schema_name() -> str:
-    """A new schema name, unique to this process and call."""
+    """A new schema (or database) name, unique to this process and call."""
     return f"dsh_test_{os.getpid()}_{secrets.token_hex(4)}"
 
 
-def drop_schema(schema: str) -> None:
-    """Drop `schema` and everything in it (no error if absent)."""
+@functools.cache
+def run_dsn() -> str:
+    """A database of this process's own, dropped at exit; `DSN` itself if it cannot be made."""
+    database = schema_name()
+    try:
+        with psycopg.connect(DSN, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    except psycopg.errors.InsufficientPrivilege:
+        return DSN
+    atexit.register(_drop_database, database)
+    return make_conninfo(DSN, dbname=database)
+
+
+def _drop_database(database: str) -> None:
     with psycopg.connect(DSN, autocommit=True, connect_timeout=3) as conn:
+        statement = "DROP DATABASE IF EXISTS {} WITH (FORCE)"
+        conn.execute(sql.SQL(statement).format(sql.Identifier(database)))
+
+
+def drop_schema(schema: str) -> None:
+    """Drop `schema` and everything in it from this run's database (no error if absent)."""
+    with psycopg.connect(run_dsn(), autocommit=True, connect_timeout=3) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
@@ -108,6 +135,6 @@ def postgres_fixture(
     @pytest.fixture(scope=scope, name=name)
     def postgres() -> Iterator[PostgresTarget]:
         with fresh_schema() as schema:
-            yield PostgresTarget(DSN, schema)
+            yield PostgresTarget(run_dsn(), schema)
 
     return postgres

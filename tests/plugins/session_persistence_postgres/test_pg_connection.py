@@ -8,6 +8,7 @@ import postgres_support
 import pytest
 from pg_helpers import backend
 from postgres_support import DSN, PostgresTarget, require_postgres
+from psycopg.conninfo import make_conninfo
 from pydantic import ValidationError
 
 import plugins.session
@@ -62,9 +63,8 @@ async def test_unreachable_server_is_named_without_the_password() -> None:
 
 
 async def test_bad_credentials_are_named_without_the_password() -> None:
-    require_postgres()
-    host_dsn = DSN.split("@", 1)[1]
-    b = PostgresBackend(f"postgresql://no_such_role_dsh:{PASSWORD}@{host_dsn}", schema="x")
+    dsn = make_conninfo(require_postgres(), user="no_such_role_dsh", password=PASSWORD)
+    b = PostgresBackend(dsn, schema="x")
     with pytest.raises(DatabaseError) as caught:
         await b.open()
     text = str(caught.value)

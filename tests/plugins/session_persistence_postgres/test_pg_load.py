@@ -94,8 +94,11 @@ async def run_agents(target: PostgresTarget) -> dict[str, list[str]]:
 async def run_child(target: PostgresTarget, prefix: str, out: dict[str, int]) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     result = await anyio.run_process(
-        [sys.executable, str(CHILD), "load", target.dsn, target.schema, prefix], env=env
+        [sys.executable, str(CHILD), "load", target.dsn, target.schema, prefix],
+        env=env,
+        check=False,
     )
+    assert result.returncode == 0, result.stderr.decode()
     out.update(json.loads(result.stdout.decode().strip().splitlines()[-1]))
 
 
