@@ -411,6 +411,8 @@ class PostgresBackend:
         if session_id in self._held:
             return
         async with self._lock_guard:
+            if session_id in self._held:  # taken while this call waited for the guard
+                return
             conn = await self._lock_connection()
             try:
                 await self._lock(session_id, conn)

@@ -178,3 +178,16 @@ async def test_process_death_frees_the_lock_for_a_repairing_takeover(
     stored = await backend(postgres).load_stored("held")
     assert stored is not None
     assert [e["seq"] for e in stored.events] == [0, 1, 2, 3, 4]
+
+
+async def test_concurrent_acquires_lock_once_so_one_release_frees(
+    postgres: PostgresTarget,
+) -> None:
+    owner, other = backend(postgres), backend(postgres)
+    async with anyio.create_task_group() as group:
+        for _ in range(3):
+            group.start_soon(owner.acquire_writer, "s1")
+    await owner.release_writer("s1")
+    await other.acquire_writer("s1")
+    await owner.aclose()
+    await other.aclose()
