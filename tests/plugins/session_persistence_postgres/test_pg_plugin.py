@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 from pg_helpers import backend, event, execute, meta, turn
-from postgres_support import PostgresTarget
+from postgres_support import DSN, PostgresTarget, drop_schema, require_postgres
 
 import plugins.session
 import plugins.session_persistence_postgres as pg
 from framework import Context
-from framework.loader import check_manifest
+from framework.loader import boot, check_manifest
 from framework.manifest import load_manifest
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.errors import SessionLockedError
@@ -81,3 +81,26 @@ def test_the_overlay_swaps_the_persistence_row(tmp_path: Path) -> None:
     missing = check_manifest(base, [OVERLAY], environ={})
     assert len(missing) == 1
     assert "DSH_POSTGRES_DSN" in missing[0].message
+
+
+async def test_the_overlay_boots_the_postgres_backend(tmp_path: Path) -> None:
+    dsn = require_postgres()
+    if dsn == DSN:
+        pytest.skip("the overlay's default schema needs a test database of this run's own")
+    base = tmp_path / "app.yml"
+    base.write_text(
+        "- id: sessions\n"
+        "  name: dsh-session\n"
+        "- id: session-persistence\n"
+        "  name: '@deepseek-ai/dsh-session-persistence-jsonl'\n"
+    )
+    async with boot(base, [OVERLAY], environ={"DSH_POSTGRES_DSN": dsn}) as ctx:
+        persistence = ctx.sessionPersistence
+        assert persistence.backend.name == "session-persistence-postgres"
+        assert persistence.backend.schema == "dsh"
+        session = ctx.sessions.create("booted", meta={"cwd": "/w"})
+        session.append("turn/start", {"turn": 1})
+        await ctx.sessions.flush(session)
+    rows = execute(PostgresTarget(dsn, "dsh"), "SELECT id, next_seq FROM dsh_sessions")
+    assert rows == [("booted", 1)]
+    drop_schema("dsh")
