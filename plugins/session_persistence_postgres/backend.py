@@ -214,7 +214,7 @@ class PostgresBackend:
         events: list[JsonObject] = []
         marker: TornMarker | None = None
         if meta["version"] == 0:
-            events, marker = scan_rows(session_id, rows, next_seq, revision)
+            events, marker = scan_rows(rows, next_seq, revision)
         self._seen[session_id] = next_seq
         return StoredLog(meta, events, self._revision(incarnation, revision), marker)
 

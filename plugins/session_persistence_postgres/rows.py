@@ -203,7 +203,7 @@ def _decode(row: Sequence[Any]) -> JsonObject | None:
 
 
 def scan_rows(
-    session_id: str, rows: Sequence[Sequence[Any]], next_seq: int, revision: int
+    rows: Sequence[Sequence[Any]], next_seq: int, revision: int
 ) -> tuple[list[JsonObject], TornMarker | None]:
     """The committed events of a session's rows (ordered by seq) and its torn tail, if any.
 
@@ -223,8 +223,7 @@ def scan_rows(
             bad = index
         if row[1] == "turn/end" and _decode(row) is not None:
             raise SessionPersistenceCorruptionError(
-                f"corrupt session log: invalid committed physical row at seq {bad} "
-                f'(session "{session_id}")'
+                f"corrupt session log: invalid committed physical row at seq {bad}"
             )
     if bad is None and len(events) != next_seq:
         bad = len(events)

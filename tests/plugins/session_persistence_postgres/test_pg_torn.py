@@ -73,12 +73,10 @@ async def test_damage_before_a_turn_end_is_corruption_and_untouched(
     before = await stored_rows(postgres)
     with pytest.raises(SessionPersistenceCorruptionError) as caught:
         await b.load_stored("s1")
-    assert str(caught.value) == (
-        'corrupt session log: invalid committed physical row at seq 2 (session "s1")'
-    )
+    assert str(caught.value) == "corrupt session log: invalid committed physical row at seq 2"
     execute(postgres, "UPDATE dsh_events SET key_order = 'tsmd' WHERE seq = 2")
     execute(postgres, "DELETE FROM dsh_events WHERE seq = 1")
-    with pytest.raises(SessionPersistenceCorruptionError, match="at seq 1 "):
+    with pytest.raises(SessionPersistenceCorruptionError, match=r"at seq 1$"):
         await b.load_stored("s1")
     assert len(await stored_rows(postgres)) == len(before) - 1
     await b.aclose()
