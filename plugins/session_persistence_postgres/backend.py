@@ -60,6 +60,23 @@ Connection = psycopg.AsyncConnection[TupleRow]
 _Body = Callable[[Connection, tuple[int, int] | None], Awaitable[int]]
 
 
+#: How long a lock whose recorded holder is a dead process on this host is waited for.
+DEAD_HOLDER_GRACE_S: Final = 2.0
+
+
+def _dead(pid: object) -> bool:
+    """Whether `pid` names no live process on this host."""
+    if type(pid) is not int or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 class _LockLost(Exception):
     """This instance held a session's lock, but its lock connection no longer does."""
 
@@ -422,27 +439,36 @@ class PostgresBackend:
                 await self._lock(session_id, await self._lock_connection())
 
     async def _lock(self, session_id: str, conn: Connection) -> None:
+        """Take the lock on `conn` and record this process as the owner. A holder recorded as a
+        dead process on this host is waited for (up to `DEAD_HOLDER_GRACE_S`): the server frees
+        its locks only once it notices the closed connection."""
         key = lock_key(session_id)
+        host = socket.gethostname()
         params = {
             "key": key,
             "id": session_id,
             "token": self._token,
             "pid": os.getpid(),
-            "host": socket.gethostname(),
+            "host": host,
         }
-        try:
-            cursor = await conn.execute(self._sql.acquire, params)
-            row = await cursor.fetchone()
-        except psycopg.Error as error:
-            if not conn.broken:
-                with suppress(psycopg.Error):
-                    await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-            raise self._error(f'locking session "{session_id}"', error) from None
-        assert row is not None
-        granted, pid, host = row
-        if not granted:
-            raise SessionLockedError(session_id, pid, host)
-        self._held[session_id] = self._generation
+        deadline = anyio.current_time() + DEAD_HOLDER_GRACE_S
+        while True:
+            try:
+                cursor = await conn.execute(self._sql.acquire, params)
+                row = await cursor.fetchone()
+            except psycopg.Error as error:
+                if not conn.broken:
+                    with suppress(psycopg.Error):
+                        await conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                raise self._error(f'locking session "{session_id}"', error) from None
+            assert row is not None
+            granted, holder_pid, holder_host = row
+            if granted:
+                self._held[session_id] = self._generation
+                return
+            if holder_host != host or not _dead(holder_pid) or anyio.current_time() > deadline:
+                raise SessionLockedError(session_id, holder_pid, holder_host)
+            await anyio.sleep(0.01)
 
     async def _lock_connection(self, *, replace: bool = False) -> Connection:
         """The lock connection, reconnected when it is closed, broken or `replace`d."""
