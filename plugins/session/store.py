@@ -251,6 +251,13 @@ class SessionStore(Service):
         listeners = self._listeners("session/flush")
         if not listeners:
             return False
+        if len(listeners) == 1:
+            # One listener (one backend, the common case): awaiting it directly is the same
+            # contract without a task group per flush.
+            result = listeners[0](live)
+            if result is not None and hasattr(result, "__await__"):
+                await result
+            return True
         failures: builtins.list[Exception | None] = [None] * len(listeners)
 
         async def run(index: int, listener: Listener) -> None:
