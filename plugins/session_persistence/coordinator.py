@@ -288,17 +288,19 @@ class Coordinator:
 
     async def _commit(self, session_id: str) -> tuple[_Entry, _Prepared]:
         """Rule 5: refuse a live owner, start over if the revision moved, repair, then track."""
+        prepared = await self._prepared(session_id)
         while True:
-            prepared = await self._prepared(session_id)
             entry = self._entries.get(session_id)
             if entry is not None and entry.binding is not None:
                 raise SessionPersistenceError(
                     f'session "{session_id}" already has a live persistence owner'
                 )
             if await self.backend.read_stored_revision(session_id) != prepared.revision:
+                prepared = await self._cold_prepare(session_id)
                 continue
             if prepared.torn_marker is not None or prepared.closers:
-                await self._locked(session_id, partial(self._repair, prepared))
+                repaired = await self._locked(session_id, partial(self._repair, prepared))
+                prepared = repaired or await self._cold_prepare(session_id)
                 continue
             if entry is None:
                 entry = self._entries[session_id] = _Entry(prepared.meta)
@@ -307,8 +309,16 @@ class Coordinator:
             entry.materialized = True
             return entry, prepared
 
-    async def _repair(self, prepared: _Prepared) -> None:
+    async def _repair(self, prepared: _Prepared) -> _Prepared | None:
+        """Commit the repair. Under the same writer lock the log now holds exactly the prepared
+        events (no tail, no closers due), at the revision read here: the next round only checks
+        that revision instead of reading and validating the whole log again. None when the log
+        is gone."""
         await self.backend.commit_repair(prepared.meta, prepared.torn_marker, prepared.closers)
+        revision = await self.backend.read_stored_revision(prepared.meta["id"])
+        if revision is None:
+            return None
+        return _Prepared(prepared.meta, prepared.events, [], revision, None)
 
     async def _append_durably(self, entry: _Entry, events: list[JsonObject]) -> None:
         """`append_batch` under the writer lock, shielded; then advance the cursor."""
