@@ -23,6 +23,15 @@ MAX_SAFE_INTEGER = 2**53 - 1
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _encode_str = json.encoder.encode_basestring
+#: The same C encoder built once (`JSONEncoder.encode` builds one per call). Without a markers
+#: dict it does not detect cycles; a cycle ends in RecursionError and `dumps` then re-encodes
+#: with `_ENCODER`, which reports it as before.
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODE = (
+    None
+    if _c_make_encoder is None
+    else _c_make_encoder(None, _ENCODER.default, _encode_str, None, ":", ",", False, False, False)
+)
 
 _PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 _LONE = re.compile("[\ud800-\udfff]")
@@ -33,7 +42,10 @@ def dumps(value: Any) -> str:
 
     Expects JSON values (see `snapshot`); raises `ValueError` for NaN, infinities and cycles.
     """
-    text = _ENCODER.encode(value)
+    try:
+        text = "".join(_C_ENCODE(value, 0)) if _C_ENCODE is not None else _ENCODER.encode(value)
+    except RecursionError:
+        text = _ENCODER.encode(value)
     if _needs_js(value) or not _is_utf8(text):
         return "".join(_slow(value, []))
     return text
@@ -61,29 +73,31 @@ def _needs_js(value: Any) -> bool:
     object key that JavaScript orders first (an array index such as "0")."""
     kind = type(value)
     if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str or (key[:1] in _DIGITS and _is_index(key)):
+        for key in value:
+            # `"0" <= key < ":"`: the key starts with a digit (no slice allocated).
+            if type(key) is not str or ("0" <= key < ":" and _is_index(key)):
                 return True
-            kind = type(item)
-            if kind is float:
-                if _float_differs(item):
-                    return True
-            elif (kind is dict or kind is list) and _needs_js(item):
+        items: Any = value.values()
+    elif kind is list:
+        # Long runs of plain scalars (packed rows' texts and dts) are skipped at C speed.
+        if len(value) > 8 and _PLAIN.issuperset(map(type, value)):
+            return False
+        items = value
+    else:
+        return isinstance(value, float) and _float_differs(value)
+    for item in items:
+        kind = type(item)
+        if kind is str or kind is int:
+            continue
+        if kind is float:
+            if _float_differs(item):
                 return True
-        return False
-    if kind is list:
-        for item in value:
-            kind = type(item)
-            if kind is float:
-                if _float_differs(item):
-                    return True
-            elif (kind is dict or kind is list) and _needs_js(item):
-                return True
-        return False
-    return isinstance(value, float) and _float_differs(value)
+        elif (kind is dict or kind is list) and _needs_js(item):
+            return True
+    return False
 
 
-_DIGITS = frozenset("0123456789")
+_PLAIN = frozenset({str, int, bool, type(None)})
 _MAX_INDEX = 2**32 - 2
 
 
@@ -193,9 +207,24 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def loads(text: str | bytes) -> Any:
-    """Parse JSON text; refuses `NaN`, `Infinity` and numbers that overflow to infinity."""
-    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    """Parse JSON text; refuses `NaN`, `Infinity` and numbers that overflow to infinity.
+
+    Same as `json.loads(text, parse_constant=..., parse_float=...)`, with the decoder built once.
+    """
+    if isinstance(text, str):
+        if text.startswith("\ufeff"):
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    elif isinstance(text, bytes | bytearray):
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    else:
+        raise TypeError(
+            f"the JSON object must be str, bytes or bytearray, not {type(text).__name__}"
+        )
+    return _DECODER.decode(text)
 
 
 class _Refused(Exception):
