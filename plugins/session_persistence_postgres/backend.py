@@ -13,7 +13,9 @@ Writer exclusion: a live session's advisory lock (key: `lock_key(id)`) is held w
 this process dies; the `dsh_session_owners` row names the holder for `SessionLockedError`. A
 write for an id this instance does not hold takes `pg_try_advisory_xact_lock` inside its own
 transaction. If the lock connection drops, the next owned write re-acquires the lock (on a new
-connection) or raises `SessionLockedError`. Advisory locks are per database and the key depends
+connection) or raises `SessionLockedError`. A lock whose owner row names a dead process on this
+host is waited for (bounded): the server frees it only once it notices the closed connection.
+Advisory locks are per database and the key depends
 on the session id only (spec 02 §8), so two stores (schemas) in one database contend for the
 locks of equal session ids: give each store its own database, or keep their ids distinct.
 """
