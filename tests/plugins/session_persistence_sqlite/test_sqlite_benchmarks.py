@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import p6_sqlite_growth, p9_langgraph
+from benchmarks import p6_sqlite_growth
 
 pytestmark = pytest.mark.anyio
 
@@ -21,6 +21,12 @@ async def test_p6_sqlite_growth_runs() -> None:
 
 
 async def test_p9_langgraph_runs() -> None:
+    pytest.importorskip(
+        "langgraph.checkpoint.sqlite",
+        reason="P9 needs the `bench` extra (pip install -e '.[bench]')",
+    )
+    from benchmarks import p9_langgraph
+
     found = await p9_langgraph.measure(rounds=2, warmup=1)
     assert {kind: [len(s.samples) for s in series] for kind, series in found.items()} == {
         kind: [2, 2, 2] for kind in ("ours", "langchain", "dicts")
