@@ -13,16 +13,11 @@ from agent_helpers import stack, types
 
 from plugins.agent import AgentError, AgentOptions
 from plugins.llm import chunks
+from plugins.session_persistence.testing import FIXTURES
 
 pytestmark = pytest.mark.anyio
 
-FIXTURE = (
-    Path(__file__).resolve().parents[4]
-    / "shared"
-    / "fixtures"
-    / "original-logs"
-    / "tool-outcome-unknown-resumed.jsonl"
-)
+FIXTURE = FIXTURES / "tool-outcome-unknown-resumed.jsonl"
 ANSWER = (
     "I will verify the external state before deciding whether to retry the side-effecting "
     "operation."

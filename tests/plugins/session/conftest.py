@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from plugins.session import jsonutil
+from plugins.session_persistence.testing import FIXTURE_NAMES as PERSISTED_FIXTURE_NAMES
+from plugins.session_persistence.testing import FIXTURES
 
 #: `$DSH_FIXTURE_LOGS`, else `../shared/fixtures/original-logs` next to the repository.
-ORIGINAL_LOGS = Path(
-    os.environ.get("DSH_FIXTURE_LOGS")
-    or Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "original-logs"
-)
+ORIGINAL_LOGS = FIXTURES
 
 
 @dataclass
@@ -65,7 +62,7 @@ def load_fixture(name: str) -> FixtureLog:
     return FixtureLog(name, lines, header, events)
 
 
-FIXTURE_NAMES = sorted(p.name for p in ORIGINAL_LOGS.glob("*.jsonl"))
+FIXTURE_NAMES = list(PERSISTED_FIXTURE_NAMES)
 
 
 @pytest.fixture(params=FIXTURE_NAMES)

@@ -19,17 +19,11 @@ import plugins.session_persistence_jsonl
 import plugins.tools
 from framework import Context
 from plugins.llm import chunks
+from plugins.session_persistence.testing import FIXTURES
 
 pytestmark = pytest.mark.anyio
 
-FIXTURE = (
-    Path(__file__).parents[3]
-    / ".."
-    / "shared"
-    / "fixtures"
-    / "original-logs"
-    / "tool-outcome-unknown-resumed.jsonl"
-).resolve()
+FIXTURE = FIXTURES / "tool-outcome-unknown-resumed.jsonl"
 ANSWER = (
     "I will verify the external state before deciding whether to retry the side-effecting "
     "operation."

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from plugins.session_persistence.testing import FIXTURE_NAMES, FIXTURES  # noqa: F401
 from plugins.session_persistence_jsonl import JsonlBackend
 
 JsonObject = dict[str, Any]
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "original-logs"
+
 MODES = ("none", "zstd")
 
 

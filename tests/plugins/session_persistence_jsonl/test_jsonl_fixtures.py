@@ -6,14 +6,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from jsonl_helpers import FIXTURES, MODES, backend
+from jsonl_helpers import FIXTURE_NAMES, FIXTURES, MODES, backend
 
 from plugins.session.jsonutil import dumps, loads
 from plugins.session_persistence_jsonl import JsonlBackend, project_dir, segment
 
 pytestmark = pytest.mark.anyio
 
-NAMES = sorted(p.name for p in FIXTURES.glob("*.jsonl"))
+NAMES = FIXTURE_NAMES
 
 
 def place(root: Path, name: str) -> tuple[JsonlBackend, dict[str, object], Path]:
@@ -28,12 +28,7 @@ def place(root: Path, name: str) -> tuple[JsonlBackend, dict[str, object], Path]
 
 
 def test_all_four_fixtures_are_present() -> None:
-    assert NAMES == [
-        "advanced-toolchain.jsonl",
-        "fs-policy-reject.jsonl",
-        "goal-multi-turn-actions.jsonl",
-        "tool-outcome-unknown-resumed.jsonl",
-    ]
+    assert sorted(p.name for p in FIXTURES.glob("*.jsonl")) == list(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -14,12 +14,12 @@ import plugins.session_persistence_postgres as pg
 from framework import Context
 from plugins.session.jsonutil import dumps, loads
 from plugins.session_persistence import StoredLog
+from plugins.session_persistence.testing import FIXTURE_NAMES, FIXTURES
 from plugins.session_persistence_jsonl import JsonlBackend, project_dir, segment
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "original-logs"
-NAMES = sorted(p.name for p in FIXTURES.glob("*.jsonl"))
+NAMES = FIXTURE_NAMES
 
 
 async def original(root: Path, name: str) -> StoredLog:

@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from plugins.session_persistence.testing import FIXTURE_NAMES, FIXTURES  # noqa: F401
 from plugins.session_persistence_sqlite import SqliteBackend
 
 JsonObject = dict[str, Any]
-FIXTURES = Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "original-logs"
 
 
 def meta(session_id: str = "s1", cwd: str | None = "/home/u/proj", **extra: Any) -> JsonObject:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlite_helpers import FIXTURES, backend, connect
+from sqlite_helpers import FIXTURE_NAMES, FIXTURES, backend, connect
 
 from plugins.session.jsonutil import dumps, loads
 from plugins.session_persistence_jsonl import JsonlBackend, project_dir, segment
 
 pytestmark = pytest.mark.anyio
 
-NAMES = sorted(p.name for p in FIXTURES.glob("*.jsonl"))
+NAMES = FIXTURE_NAMES
 
 
 async def read_fixture(root: Path, name: str) -> tuple[dict[str, object], list[dict[str, object]]]:
