@@ -197,22 +197,23 @@ def check_event(event: Any, expected_seq: int) -> None:
     unknown type that is not ignorable."""
     if type(event) is not dict:
         raise EventFormatError(f"event at seq {expected_seq} is not a JSON object")
-    extra = event.keys() - ENVELOPE_KEYS
-    if extra:
+    if not ENVELOPE_KEYS.issuperset(event):
+        extra = event.keys() - ENVELOPE_KEYS
         names = ", ".join(f'"{k}"' for k in sorted(extra))
         raise EventFormatError(f"event at seq {expected_seq} has unknown key(s) {names}")
     seq = event.get("seq")
-    if not _is_count(seq):
-        raise EventFormatError(f"event at index {expected_seq} has no valid seq: {seq!r}")
-    if seq != expected_seq:
+    if seq != expected_seq or type(seq) is not int:
+        if not _is_count(seq):
+            raise EventFormatError(f"event at index {expected_seq} has no valid seq: {seq!r}")
         raise EventFormatError(f"event seq {seq} is not contiguous: expected seq {expected_seq}")
     event_type = event.get("type")
     if type(event_type) is not str or not event_type:
         raise EventFormatError(f"event at seq {seq} has no valid type: {event_type!r}")
-    if not _is_int(event.get("time")):
+    time = event.get("time")
+    if type(time) is not int or not -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER:
         raise EventFormatError(
             f'event "{event_type}" (seq {seq}) time must be an integer epoch in ms, '
-            f"got {event.get('time')!r}"
+            f"got {time!r}"
         )
     if "data" not in event:
         raise EventFormatError(f'event "{event_type}" (seq {seq}) has no data')
