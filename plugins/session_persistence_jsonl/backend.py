@@ -19,7 +19,7 @@ import secrets
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
@@ -197,8 +197,7 @@ class JsonlBackend:
         return await anyio.to_thread.run_sync(partial(fn, *args))
 
     def _path(self, meta: JsonObject) -> str:
-        cwd = meta.get("cwd")
-        return os.path.join(self.root, project_dir(cwd), segment(meta["id"]), self._log_name)
+        return _log_path(str(self.root), meta.get("cwd"), meta["id"], self._log_name)
 
     def _lookup(self, session_id: str) -> str | None:
         """The log path of a stored id, refusing layouts this backend does not read."""
@@ -392,7 +391,7 @@ class JsonlBackend:
         if not events:
             return b""
         records = encode_records(events, pack=self.pack_chunks)
-        plain = "".join([dumps(record) + "\n" for record in records]).encode()
+        plain = ("\n".join(map(dumps, records)) + "\n").encode()
         return frames.compress_frame(plain) if self.compression == "zstd" else plain
 
     def _acquire_writer(self, session_id: str) -> None:
@@ -593,6 +592,12 @@ class JsonlBackend:
         if owner.lock is not None:
             owner.lock.release()
             owner.lock = None
+
+
+@lru_cache(maxsize=1024)
+def _log_path(root: str, cwd: str | None, session_id: str, name: str) -> str:
+    """`<root>/<project>/<segment>/<name>`, memoized: every append needs it."""
+    return os.path.join(root, project_dir(cwd), segment(session_id), name)
 
 
 def _sort_time(header: JsonObject) -> int:
