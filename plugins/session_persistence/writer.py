@@ -23,13 +23,34 @@ logger = logging.getLogger("plugins.session_persistence")
 WriteBatch = Callable[[list[JsonObject]], Awaitable[None]]
 
 
+class _Latch:
+    """Set once; its `anyio.Event` is made only if someone waits (a lone flush never does)."""
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._event: anyio.Event | None = None
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        if not self._set:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+
+
 class _Drain:
     """One drain in progress; flushes that arrive meanwhile wait for its outcome."""
 
     __slots__ = ("done", "error", "finished")
 
     def __init__(self) -> None:
-        self.done = anyio.Event()
+        self.done = _Latch()
         self.error: Exception | None = None
         self.finished = False
 
@@ -55,7 +76,7 @@ class WriteController:
         self._timer: Window | None = None
         self._paused = False
         self._drain: _Drain | None = None
-        self._inflight: anyio.Event | None = None
+        self._inflight: _Latch | None = None
 
     # -- admission (hot path) -------------------------------------------------------------------
 
@@ -118,7 +139,7 @@ class WriteController:
         """Write the whole queue as one batch; on failure put it back in front and pause."""
         batch = self.pending
         self.pending = []
-        done = anyio.Event()
+        done = _Latch()
         self._inflight = done
         try:
             await self._write(batch)
