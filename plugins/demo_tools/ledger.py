@@ -32,7 +32,7 @@ class Ledger:
     @contextmanager
     def _locked(self, exclusive: bool) -> Iterator[IO[str]]:
         mode = "a+" if exclusive else "r"
-        with self._lock, open(self.path, mode, encoding="utf-8") as file:
+        with self._lock, open(self.path, mode, encoding="utf-8", opener=_owner_only) as file:
             if fcntl is not None:
                 fcntl.flock(file.fileno(), fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             file.seek(0)
@@ -53,7 +53,7 @@ class Ledger:
         """Append `entry` under `key` unless the key is present; `{"status", "key"}`."""
         folder = os.path.dirname(self.path)
         if folder:
-            os.makedirs(folder, exist_ok=True)
+            os.makedirs(folder, mode=0o700, exist_ok=True)
         with self._locked(exclusive=True) as file:
             text = file.read()
             if self._scan(text.splitlines(), key) is not None:
@@ -74,6 +74,11 @@ class Ledger:
                 return self._scan(file, key)
         except FileNotFoundError:
             return None
+
+
+def _owner_only(path: str, flags: int) -> int:
+    """Create the ledger 0600, like the session files beside it."""
+    return os.open(path, flags, 0o600)
 
 
 def _fsync_dir(folder: str) -> None:

@@ -218,6 +218,8 @@ async def test_append_ledger_is_idempotent_per_call_id(space: Path) -> None:
     assert all(list(line) == ["key", "entry", "at"] for line in lines)
     assert isinstance(lines[0]["at"], int)
     assert found.value == lines[0]
+    ledger = space.parent / "ledger" / "ledger.jsonl"
+    assert ledger.stat().st_mode & 0o777 == 0o600
     assert absent.to_json() == {
         "isError": False,
         "content": [{"type": "text", "text": "null"}],
