@@ -32,8 +32,8 @@ the real `sessions` plugin and the `sessionPersistence` service over the backend
 `FaultInjector` (counts `append_batch` calls, injects failures, holds writes in flight), drives
 the batching window with a `FakeClock`, and for behaviour 13 runs real child processes
 (`python -m plugins.session_persistence.testing hold <spec>`). The original harness's fixture
-logs are read from `$DSH_FIXTURE_LOGS` (default: `../shared/fixtures/original-logs` next to the
-repository); the copy-through test is skipped when they are absent.
+logs are read from `$DSH_FIXTURE_LOGS` (default: the repository's `tests/fixtures/original-logs`);
+a missing log fails the copy-through test.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ CWD = "/home/user/project"
 FIXTURES = Path(
     os.environ.get(
         "DSH_FIXTURE_LOGS",
-        Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "original-logs",
+        Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "original-logs",
     )
 )
 #: The original harness's logs every backend must read (a missing one fails, never skips).

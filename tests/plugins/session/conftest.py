@@ -11,7 +11,7 @@ from plugins.session import jsonutil
 from plugins.session_persistence.testing import FIXTURE_NAMES as PERSISTED_FIXTURE_NAMES
 from plugins.session_persistence.testing import FIXTURES
 
-#: `$DSH_FIXTURE_LOGS`, else `../shared/fixtures/original-logs` next to the repository.
+#: `$DSH_FIXTURE_LOGS`, else the repository's `tests/fixtures/original-logs`.
 ORIGINAL_LOGS = FIXTURES
 
 
