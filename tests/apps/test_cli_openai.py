@@ -2,7 +2,8 @@
 
 The real console script talks HTTP + SSE to a server on 127.0.0.1:0 (`sse_server`); the tests
 check the Chat Completions requests it sends across a tool step, a resumed turn (reasoning echoed
-back), a SIGKILL mid-request, and a 401, and that the API key never reaches disk or output.
+back), a SIGKILL and a Ctrl-C mid-request, and a 401, and that the API key never reaches disk
+or output.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import zstandard
 from dsh_sandbox import Sandbox
 from sse_server import (
     ChatServer,
+    Reply,
     chat_server,
     delta,
     error_reply,
@@ -63,7 +65,7 @@ def _dsh(
     return dsh(*args, "--patch", str(OVERLAY), env=_env(server, key))
 
 
-def _write_notes_step(call_id: str) -> Any:
+def _write_notes_step(call_id: str) -> Reply:
     return sse_reply(
         delta(role="assistant", reasoning_content=REASONING[:20]),
         delta(reasoning_content=REASONING[20:]),
@@ -73,8 +75,21 @@ def _write_notes_step(call_id: str) -> Any:
     )
 
 
-def _text_step(text: str) -> Any:
+def _text_step(text: str) -> Reply:
     return sse_reply(delta(content=text), delta(finish="stop"), usage(60, 4))
+
+
+def _start(
+    dsh: Sandbox, server: ChatServer, key: str, *args: str, stderr: int = subprocess.DEVNULL
+) -> subprocess.Popen[bytes]:
+    """Start `dsh *args --patch openai.yml` in the background."""
+    return subprocess.Popen(
+        dsh.argv(*args, "--patch", OVERLAY),
+        cwd=dsh.root,
+        env=dsh.env(_env(server, key)),
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+    )
 
 
 def _messages(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -113,14 +128,14 @@ class _Pump:
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stderr is not None
-        self._fd = process.stderr.fileno()
+        self._pipe = process.stderr
         self._seen = bytearray()
         self._changed = threading.Condition()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while data := os.read(self._fd, 4096):
+        while data := os.read(self._pipe.fileno(), 4096):
             with self._changed:
                 self._seen.extend(data)
                 self._changed.notify_all()
@@ -133,6 +148,7 @@ class _Pump:
     def text(self) -> str:
         """Everything written, once the child has exited."""
         self._thread.join(5)
+        self._pipe.close()
         return self._seen.decode()
 
 
@@ -204,6 +220,12 @@ def test_tool_step_then_resume_echoes_reasoning(dsh: Sandbox, server: ChatServer
     events = [json.loads(line) for line in shown.stdout.splitlines()]
     ends = [event["data"]["reason"]["kind"] for event in events if event["type"] == "turn/end"]
     assert ends == ["completed", "completed"]
+    usages = [event["data"]["usage"] for event in events if event["type"] == "assistant/message"]
+    assert usages == [
+        {"inputTokens": 40, "outputTokens": 12},
+        {"inputTokens": 60, "outputTokens": 4},
+        {"inputTokens": 60, "outputTokens": 4},
+    ]
     _assert_no_key(dsh, key, first.stdout, first.stderr, second.stdout, second.stderr, shown.stdout)
 
 
@@ -214,13 +236,7 @@ def test_sigkill_during_the_model_request_then_resume(
         _write_notes_step("call_w1"),
         hanging_reply(delta(role="assistant", reasoning_content="Now I will")),
     )
-    process = subprocess.Popen(
-        dsh.argv("run", "--patch", OVERLAY, "--session", "s-kill", "write the notes"),
-        cwd=dsh.root,
-        env=dsh.env(_env(server, key)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = _start(dsh, server, key, "run", "--session", "s-kill", "write the notes")
     try:
         server.wait_for_requests(2, alive=lambda: process.poll() is None)
     finally:
@@ -230,7 +246,8 @@ def test_sigkill_during_the_model_request_then_resume(
     server.script(_text_step("Carrying on."))
     resumed = _dsh(dsh, server, key, "resume", "s-kill", "continue")
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.endswith("Carrying on.\n")
+    assert resumed.stdout == "Carrying on.\n"
+    assert "recovered: turn 1 closed as interrupted" in resumed.stderr
     messages = _messages(server.requests[2])
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "user"]
     assert messages[2]["tool_calls"][0]["id"] == "call_w1"
@@ -245,12 +262,8 @@ def test_sigint_mid_reasoning_leaves_no_empty_assistant_message(
     """Ctrl-C while only reasoning streamed: the interrupted message (no text, no calls) is
     stored but not sent back; the transcript stays valid."""
     server.script(hanging_reply(delta(role="assistant", reasoning_content="Thinking hard")))
-    process = subprocess.Popen(
-        dsh.argv("run", "--patch", OVERLAY, "--session", "s-int", "write the notes"),
-        cwd=dsh.root,
-        env=dsh.env(_env(server, key)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+    process = _start(
+        dsh, server, key, "run", "--session", "s-int", "write the notes", stderr=subprocess.PIPE
     )
     try:
         stderr = _Pump(process)
