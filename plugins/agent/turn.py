@@ -44,7 +44,8 @@ async def run_turn(
                 }
             )
             reason = {"kind": "error", "error": dict(failure)}
-            logger.warning('agent "%s": turn %d failed: %s', agent.id, turn, failure["message"])
+            # The failure is data (turn/end, agent/error); apps report it, the log only traces it.
+            logger.info('agent "%s": turn %d failed: %s', agent.id, turn, failure["message"])
             agent.ctx.emit("agent/error", AgentErrorEvent(agent, error))
     agent.session.append("turn/end", {"turn": turn, "reason": reason})
     return reason

@@ -306,10 +306,6 @@ def test_unauthorized_is_one_error_line(dsh: Sandbox, server: ChatServer, key: s
     _assert_no_key(dsh, key, result.stdout, result.stderr)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plugins/agent/turn.py:47 also logs the failed turn as a WARNING on stderr",
-)
 def test_unauthorized_failure_is_reported_once(dsh: Sandbox, server: ChatServer, key: str) -> None:
     body = json.dumps({"error": {"message": "Authentication Fails (invalid key)"}}).encode()
     server.script(error_reply(401, body))
