@@ -71,7 +71,9 @@ def row(series: Series, baseline: Series | None = None, note: str = "") -> Row:
     return Row(series.name, series.median * 1e6, series.p90 * 1e6, ratio, note)
 
 
-def report(name: str, title: str, rows: Sequence[Row], extra: dict[str, object] | None = None) -> None:
+def report(
+    name: str, title: str, rows: Sequence[Row], extra: dict[str, object] | None = None
+) -> None:
     """Print a table and write `benchmarks/results/<name>.json`."""
     print(f"\n{name}: {title}")
     print(f"{'case':<48} {'median µs':>12} {'p90 µs':>12} {'ratio':>8}  note")

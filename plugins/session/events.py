@@ -212,8 +212,7 @@ def check_event(event: Any, expected_seq: int) -> None:
     time = event.get("time")
     if type(time) is not int or not -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER:
         raise EventFormatError(
-            f'event "{event_type}" (seq {seq}) time must be an integer epoch in ms, '
-            f"got {time!r}"
+            f'event "{event_type}" (seq {seq}) time must be an integer epoch in ms, got {time!r}'
         )
     if "data" not in event:
         raise EventFormatError(f'event "{event_type}" (seq {seq}) has no data')
