@@ -25,6 +25,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import anyio.to_thread
 
+from plugins.session.events import HEADER_KEYS
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
 from plugins.session_persistence.errors import (
@@ -53,16 +54,6 @@ __all__ = ["Compression", "JsonlBackend", "header_line"]
 Compression = Literal["zstd", "none"]
 T = TypeVar("T")
 
-_HEADER_KEYS: Final = (
-    "id",
-    "createdAt",
-    "cwd",
-    "parentSession",
-    "seedLength",
-    "origin",
-    "delegationDepth",
-    "agentPreset",
-)
 _READ_ATTEMPTS: Final = 20
 _APPEND_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -79,7 +70,7 @@ class _Owner:
 def header_line(meta: JsonObject) -> bytes:
     """Line 1 of a log: `{"type":"session","version":0,...}` in the fixed key order."""
     header: JsonObject = {"type": "session", "version": 0}
-    for key in _HEADER_KEYS:
+    for key in HEADER_KEYS[1:]:  # after "version"
         if key in meta:
             header[key] = meta[key]
         elif key == "delegationDepth":

@@ -25,6 +25,7 @@ from typing import Any, Final, TypeVar
 import anyio
 import anyio.to_thread
 
+from plugins.session.events import HEADER_KEYS
 from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
 from plugins.session_persistence.errors import SessionPersistenceError, StaleWriterError
 
@@ -36,19 +37,10 @@ __all__ = ["SqliteBackend", "TornMarker"]
 
 T = TypeVar("T")
 
+#: The header columns in `HEADER_KEYS` order (`_meta` reads them back by position).
 _HEADER_COLUMNS: Final = (
     "version, id, created_at, cwd, parent_session, seed_length, origin, delegation_depth,"
     " agent_preset"
-)
-#: Header keys in column order (after `version` and `id`), None-valued ones omitted on read.
-_HEADER_KEYS: Final = (
-    "createdAt",
-    "cwd",
-    "parentSession",
-    "seedLength",
-    "origin",
-    "delegationDepth",
-    "agentPreset",
 )
 _ROW_COLUMNS: Final = "seq, type, time, data, source_event_seqs, surface_op, ignorable, key_order"
 _INSERT_ROW: Final = (
@@ -74,7 +66,7 @@ class TornMarker:
 def _meta(row: Sequence[Any]) -> JsonObject:
     """The meta form of a header row (`delegationDepth` always present)."""
     meta: JsonObject = {"version": row[0], "id": row[1]}
-    for key, value in zip(_HEADER_KEYS, row[2:9], strict=True):
+    for key, value in zip(HEADER_KEYS[2:], row[2:9], strict=True):
         if value is not None:
             meta[key] = value
     return meta

@@ -10,6 +10,7 @@ import anyio
 import pytest
 from sqlite_helpers import backend, connect, db_path, event, meta, open_turn, turn, write
 
+from plugins.session.events import HEADER_KEYS
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.errors import (
     SessionPersistenceCorruptionError,
@@ -29,17 +30,7 @@ async def test_round_trip_keeps_header_and_json_text(tmp_path: Path) -> None:
     stored = await backend(tmp_path).load_stored("s1")
     assert stored is not None
     assert stored.meta == {**m, "delegationDepth": 0}
-    assert list(stored.meta) == [
-        "version",
-        "id",
-        "createdAt",
-        "cwd",
-        "parentSession",
-        "seedLength",
-        "origin",
-        "delegationDepth",
-        "agentPreset",
-    ]
+    assert list(stored.meta) == list(HEADER_KEYS)  # every key, in canonical order
     assert [dumps(e) for e in stored.events] == [dumps(e) for e in events]
     assert stored.torn_marker is None
     await b.aclose()
