@@ -11,6 +11,7 @@ from framework.errors import (
 )
 from framework.events import Scope
 from framework.fiber import Effect, Fiber, FiberState
+from framework.loader import boot, check_manifest
 from framework.service import Service
 from framework.signal import (
     AbortController,
@@ -40,6 +41,8 @@ __all__ = [
     "ServiceError",
     "TimeoutReason",
     "abort_scope",
+    "boot",
+    "check_manifest",
     "deadline",
     "timeout_of",
 ]

@@ -1,9 +1,10 @@
-"""Exact spec texts of the checkpoint policy's metrics (spec 04 §6.2): the DEBUG line in full
-and the strict variant's `llm/stream:interval` barrier name."""
+"""Exact spec texts of the checkpoint policy: the boot line without a backend (spec 04 §1), the
+metrics DEBUG line in full and the strict variant's `llm/stream:interval` barrier (§6.2)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,7 +17,7 @@ import plugins.session
 import plugins.session_checkpoint_policy.barriers as barriers
 import plugins.session_checkpoint_policy.strict as strict
 import plugins.tools
-from framework import Context
+from framework import BootError, Context, boot
 from plugins.llm import GenerateOptions
 from plugins.session_checkpoint_policy import CheckpointFlushed
 
@@ -75,4 +76,23 @@ async def test_strict_interval_barrier_name_and_line(caplog: pytest.LogCaptureFi
     )
     assert re.fullmatch(
         r"checkpoint barrier=llm/stream:interval session=s call=- ok=True ms=\d+\.\d{3}", got[1]
+    )
+
+
+async def test_without_a_backend_boot_names_the_missing_service(tmp_path: Path) -> None:
+    manifest = tmp_path / "app.yml"
+    manifest.write_text(
+        "- {id: sessions, name: dsh-session}\n"
+        "- {id: llm, name: dsh-llm}\n"
+        "- {id: tools, name: dsh-tools}\n"
+        "- id: session-checkpoints\n"
+        "  name: '@deepseek-ai/dsh-session-checkpoint-policy'\n"
+    )
+    with pytest.raises(BootError) as caught:
+        async with boot(manifest):
+            pass
+    assert str(caught.value) == (
+        f"failed to boot {manifest}: 1 entries did not start\n"
+        "  session-checkpoints (@deepseek-ai/dsh-session-checkpoint-policy): "
+        "waiting for services: sessionPersistence"
     )
