@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, BinaryIO, Final, Literal, TypeVar
 
 import anyio.to_thread
 
@@ -247,25 +247,22 @@ class JsonlBackend:
 
     # ---- reads ---------------------------------------------------------------------------
 
-    def _read_stable(self, path: str) -> tuple[bytes, os.stat_result] | None:
-        """stat/read/stat until the file holds still; None when it does not exist."""
+    def _read_stable(self, path: str, *, head: bool = False) -> tuple[bytes, os.stat_result] | None:
+        """stat/read/stat until the file holds still; None when it does not exist.
+
+        `head`: read only as far as the header's first line (or frame), not the whole file.
+        """
+        zstd = self.compression == "zstd"
         for _ in range(_READ_ATTEMPTS):
             try:
                 before = os.lstat(path)
-            except FileNotFoundError:
-                return None
-            self._check_regular(path, before)
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except FileNotFoundError:
-                return None
-            with open(fd, "rb", closefd=True) as file:
-                data = file.read()
-            try:
+                self._check_regular(path, before)
+                with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as file:
+                    data = _read_head(file, zstd=zstd) if head else file.read()
                 after = os.lstat(path)
             except FileNotFoundError:
                 return None
-            if _same(before, after) and len(data) == after.st_size:
+            if _same(before, after) and (head or len(data) == after.st_size):
                 return data, after
         raise SessionPersistenceError(f'session log "{path}" kept changing while being read')
 
@@ -312,24 +309,11 @@ class JsonlBackend:
 
     def _read_header(self, path: str) -> tuple[JsonObject, os.stat_result] | None:
         """A log's header record and stat, reading only its first line (or frame)."""
-        for _ in range(_READ_ATTEMPTS):
-            try:
-                before = os.lstat(path)
-            except FileNotFoundError:
-                return None
-            self._check_regular(path, before)
-            zstd = self.compression == "zstd"
-            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as file:
-                head = file.read(65536)
-                while not header_complete(head, zstd=zstd):
-                    more = file.read(65536)
-                    if not more:
-                        break
-                    head += more
-            after = os.lstat(path)
-            if _same(before, after):
-                return read_header(head, zstd=zstd), after
-        raise SessionPersistenceError(f'session log "{path}" kept changing while being read')
+        read = self._read_stable(path, head=True)
+        if read is None:
+            return None
+        head, st = read
+        return read_header(head, zstd=self.compression == "zstd"), st
 
     def _list_snapshots(self) -> builtins.list[Snapshot]:
         snapshots: builtins.list[Snapshot] = []
@@ -589,6 +573,17 @@ class JsonlBackend:
 def _log_path(root: str, cwd: str | None, session_id: str, name: str) -> str:
     """`<root>/<project>/<segment>/<name>`, memoized: every append needs it."""
     return os.path.join(root, project_dir(cwd), segment(session_id), name)
+
+
+def _read_head(file: BinaryIO, *, zstd: bool) -> bytes:
+    """The start of a log, read in 64 KiB pieces until it holds the whole header record."""
+    head = file.read(65536)
+    while not header_complete(head, zstd=zstd):
+        more = file.read(65536)
+        if not more:
+            break
+        head += more
+    return head
 
 
 def _sort_time(header: JsonObject) -> int:

@@ -212,3 +212,21 @@ async def test_nothing_stored(tmp_path: Path) -> None:
     with pytest.raises(SessionPersistenceError, match='session "nope" not found'):
         await b.read_raw("nope")
     assert not (tmp_path / "sessions").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_log_removed_while_listed_is_skipped(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    b = backend(tmp_path, mode)
+    gone = await write(b, meta("gone"), [turn(0)])
+    await write(b, meta("kept"), [turn(0)])
+    real_open = os.open
+
+    def removed_before_open(path: str, flags: int, *args: int) -> int:
+        if os.fspath(path) == str(gone):
+            os.unlink(path)  # between the first lstat and the open
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", removed_before_open)
+    assert [header["id"] for header in await b.list()] == ["kept"]
