@@ -215,57 +215,25 @@ def decode_record(record: JsonObject) -> list[JsonObject]:
     if min(times) < -_MAX_SAFE or max(times) > _MAX_SAFE:
         raise MalformedStorageRowError(tag, "member time exceeds the safe integer range")
     delta = _DELTA_OF_TAG[tag]
+    head: JsonObject = {"type": delta, "index": index}
+    if tool:
+        call_id = data["id"]
+        if type(call_id) is not str:
+            raise MalformedStorageRowError(tag, "id must be a string")
+        head["id"] = call_id
+        if "name" in data:
+            name = data["name"]
+            if type(name) is not str:
+                raise MalformedStorageRowError(tag, "name must be a string")
+            head["name"] = name
+    text_key = "argumentsDelta" if tool else "text"
     members = zip(range(seq0, seq0 + len(texts)), times, texts, strict=True)
-    if not tool:
-        return [
-            {
-                "type": "assistant/chunk",
-                "seq": seq,
-                "time": time,
-                "data": {
-                    "turn": turn,
-                    "step": step,
-                    "chunk": {"type": delta, "index": index, "text": text},
-                },
-            }
-            for seq, time, text in members
-        ]
-    call_id = data["id"]
-    if type(call_id) is not str:
-        raise MalformedStorageRowError(tag, "id must be a string")
-    if "name" not in data:
-        return [
-            {
-                "type": "assistant/chunk",
-                "seq": seq,
-                "time": time,
-                "data": {
-                    "turn": turn,
-                    "step": step,
-                    "chunk": {"type": delta, "index": index, "id": call_id, "argumentsDelta": text},
-                },
-            }
-            for seq, time, text in members
-        ]
-    name = data["name"]
-    if type(name) is not str:
-        raise MalformedStorageRowError(tag, "name must be a string")
     return [
         {
             "type": "assistant/chunk",
             "seq": seq,
             "time": time,
-            "data": {
-                "turn": turn,
-                "step": step,
-                "chunk": {
-                    "type": delta,
-                    "index": index,
-                    "id": call_id,
-                    "name": name,
-                    "argumentsDelta": text,
-                },
-            },
+            "data": {"turn": turn, "step": step, "chunk": {**head, text_key: text}},
         }
         for seq, time, text in members
     ]
