@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
 
 import anyio
 import psycopg
@@ -24,7 +23,7 @@ from psycopg import sql
 import plugins.session
 import plugins.session_persistence_postgres
 from benchmarks.harness import Row, Series, report, row
-from benchmarks.p6_sqlite_growth import SIZES, WARMUP, Workload
+from benchmarks.p6_sqlite_growth import SIZES, WARMUP, Growth
 from framework import Context
 from plugins.session_persistence_postgres.connection import describe, scrub
 
@@ -34,37 +33,6 @@ DSN = (
     or os.environ.get("DSH_TEST_POSTGRES_DSN")
     or "postgresql://postgres@127.0.0.1:5432/test"
 )
-
-
-class Growth:
-    """Sessions of one nominal history size, replaced when they outgrow it by half."""
-
-    def __init__(self, ctx: Context, size: int) -> None:
-        self.ctx = ctx
-        self.size = size
-        self.series = Series(f"postgres checkpoint, {size} prior messages")
-        self.fresh_count = 0
-        self.workload: Workload | None = None
-
-    async def fresh(self) -> Workload:
-        if self.workload is not None:
-            await self.ctx.sessions.flush(self.workload.session)
-        self.fresh_count += 1
-        workload = Workload(self.ctx, f"p6-{self.size}-{self.fresh_count}")
-        workload.prefill(self.size)
-        await self.ctx.sessions.flush(workload.session)
-        self.workload = workload
-        return workload
-
-    async def checkpoint(self, *, record: bool = True) -> None:
-        workload = self.workload
-        if workload is None or len(workload.messages) > self.size * 3 // 2:
-            workload = await self.fresh()
-        workload.step_batch()
-        start = time.perf_counter()
-        await self.ctx.sessions.flush(workload.session)
-        if record:
-            self.series.samples.append(time.perf_counter() - start)
 
 
 async def measure(
@@ -77,7 +45,7 @@ async def measure(
             plugins.session_persistence_postgres,
             {"dsn": dsn, "schema": schema, "writeBatchMaxDelayMs": 60_000},
         )
-        cases = [Growth(ctx, size) for size in SIZES]
+        cases = [Growth(ctx, size, "postgres") for size in SIZES]
         for _ in range(warmup):
             for case in cases:
                 await case.checkpoint(record=False)

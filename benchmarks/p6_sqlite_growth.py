@@ -6,7 +6,7 @@ typical agent step per round — `step/start`, an `assistant/message` with a too
 `await ctx.sessions.flush(session)` (one `BEGIN IMMEDIATE` … `COMMIT`; the in-memory appends
 before it are not timed, P3 measures them). The three history
 sizes alternate round by round; a session that grew past 1.5× its size is replaced by a fresh
-one (built untimed). `p9_langgraph` reuses `Workload` for the same steps.
+one (built untimed). `p6_postgres_growth` and `p9_langgraph` reuse `Growth` for the same steps.
 """
 
 from __future__ import annotations
@@ -146,12 +146,13 @@ async def sqlite_stack(directory: Path) -> AsyncIterator[Context]:
 
 
 class Growth:
-    """Sessions of one nominal history size, replaced when they outgrow it by half."""
+    """Sessions of one nominal history size, replaced when they outgrow it by half; `backend`
+    names the persistence backend mounted on `ctx` in the series name."""
 
-    def __init__(self, ctx: Context, size: int) -> None:
+    def __init__(self, ctx: Context, size: int, backend: str = "sqlite") -> None:
         self.ctx = ctx
         self.size = size
-        self.series = Series(f"sqlite checkpoint, {size} prior messages")
+        self.series = Series(f"{backend} checkpoint, {size} prior messages")
         self.fresh_count = 0
         self.workload: Workload | None = None
 
