@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+import anyio
+
+T = TypeVar("T")
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -65,6 +72,37 @@ async def alternate_async(
     return series
 
 
+def fsync_floor(directory: str, rounds: int) -> Series:
+    """`os.write` + `os.fsync` of ~2 KB appended to one file (the physical floor)."""
+    path = os.path.join(directory, "floor.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    payload = b"x" * 2048
+
+    def write_and_sync() -> None:
+        os.write(fd, payload)
+        os.fsync(fd)
+
+    try:
+        return alternate({"write+fsync 2KB": write_and_sync}, rounds)["write+fsync 2KB"]
+    finally:
+        os.close(fd)
+
+
+def run_on_disk(
+    name: str,
+    measure: Callable[[str], Awaitable[T]],
+    summarise: Callable[[T, Series], None],
+    floor_rounds: int,
+) -> None:
+    """`measure(directory)` in a fresh temporary folder, then `summarise` its result with the
+    `fsync_floor` of that folder's disk; prints the wall time taken."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"dsh-{name}-") as directory:
+        found = anyio.run(measure, directory)
+        summarise(found, fsync_floor(directory, floor_rounds))
+    print(f"({name} took {time.perf_counter() - started:.1f} s)")
+
+
 def row(series: Series, baseline: Series | None = None, note: str = "") -> Row:
     """Summarise a series (in microseconds), with its median ratio to `baseline`."""
     ratio = series.median / baseline.median if baseline is not None else None
@@ -93,8 +131,6 @@ def report(
 
 def machine() -> dict[str, object]:
     """Describe where the figures came from."""
-    import os
-
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),

@@ -15,7 +15,6 @@ default pool of 10 (a rolling pool). The floor row is `os.write + os.fsync` of ~
 from __future__ import annotations
 
 import statistics
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -33,8 +32,7 @@ import plugins.session
 import plugins.session_checkpoint_policy
 import plugins.session_persistence_jsonl as jsonl
 import plugins.tools
-from benchmarks.harness import Series, report, row
-from benchmarks.p8_turn import fsync_floor
+from benchmarks.harness import Series, report, row, run_on_disk
 from framework import Context
 from plugins.session_persistence import mount_persistence
 from plugins.session_persistence_jsonl import FileOps, JsonlBackend
@@ -211,11 +209,7 @@ def summarise(cases: list[Case], floor: Series) -> None:
 
 
 def main() -> None:
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="dsh-p2-") as directory:
-        cases = anyio.run(measure, directory)
-        summarise(cases, fsync_floor(directory, ROUNDS))
-    print(f"(p2 took {time.perf_counter() - started:.1f} s)")
+    run_on_disk("p2", measure, summarise, ROUNDS)
 
 
 if __name__ == "__main__":

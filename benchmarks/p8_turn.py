@@ -13,14 +13,11 @@ from __future__ import annotations
 import importlib
 import os
 import statistics
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
-
-import anyio
 
 import plugins.agent
 import plugins.llm
@@ -28,7 +25,7 @@ import plugins.llm_replay
 import plugins.session
 import plugins.session_persistence_jsonl
 import plugins.tools
-from benchmarks.harness import Series, alternate, report, row
+from benchmarks.harness import Series, report, row, run_on_disk
 from framework import Context
 from plugins.tools import Tool
 
@@ -134,22 +131,6 @@ class Case:
             self.fsyncs.append(self._counter.count - before)
 
 
-def fsync_floor(directory: str, rounds: int) -> Series:
-    """`os.write` + `os.fsync` of ~2 KB appended to one file (the physical floor)."""
-    path = os.path.join(directory, "floor.bin")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    payload = b"x" * 2048
-
-    def write_and_sync() -> None:
-        os.write(fd, payload)
-        os.fsync(fd)
-
-    try:
-        return alternate({"write+fsync 2KB": write_and_sync}, rounds)["write+fsync 2KB"]
-    finally:
-        os.close(fd)
-
-
 async def measure(directory: str, rounds: int = ROUNDS, warmup: int = WARMUP) -> list[Case]:
     """Alternate turns between the stacks; the baseline first, then (if present) the policy."""
     policy = load_policy()
@@ -201,11 +182,7 @@ def summarise(cases: list[Case], floor: Series) -> None:
 
 
 def main() -> None:
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="dsh-p8-") as directory:
-        cases = anyio.run(measure, directory)
-        summarise(cases, fsync_floor(directory, ROUNDS))
-    print(f"(p8 took {time.perf_counter() - started:.1f} s)")
+    run_on_disk("p8", measure, summarise, ROUNDS)
 
 
 if __name__ == "__main__":
