@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import Token
 from functools import partial
+from pathlib import Path
 from types import TracebackType
 from typing import Any, overload
 
@@ -39,12 +40,21 @@ EffectResult = Disposer | list[Disposer] | tuple[Disposer, ...] | None
 class Context:
     """A plugin's view of the framework; the root one is `async with Context() as ctx:`."""
 
-    __slots__ = ("__weakref__", "_fiber", "_injected", "_realms", "_root", "_scope", "_token")
+    __slots__ = (
+        "__weakref__",
+        "_base_dir",
+        "_fiber",
+        "_injected",
+        "_realms",
+        "_root",
+        "_scope",
+        "_token",
+    )
 
     def __init__(self) -> None:
         root = Root()
         fiber = Fiber(root, None, None, None, "root", ())
-        self._bind(root, fiber, {}, frozenset(), None)
+        self._bind(root, fiber, {}, frozenset(), None, None)
         fiber.ctx = self
         self._token: Token[TaskGroup | None] | None = None
 
@@ -55,18 +65,25 @@ class Context:
         realms: dict[str, Realm],
         injected: frozenset[str],
         scope: Scope | None,
+        base_dir: Path | None,
     ) -> None:
         self._root = root
         self._fiber = fiber
         self._realms = realms
         self._injected = injected
         self._scope = scope
+        self._base_dir = base_dir
 
     def _derive(
-        self, fiber: Fiber, realms: dict[str, Realm], injected: frozenset[str], scope: Scope | None
+        self,
+        fiber: Fiber,
+        realms: dict[str, Realm],
+        injected: frozenset[str],
+        scope: Scope | None,
+        base_dir: Path | None,
     ) -> Context:
         ctx = object.__new__(Context)
-        ctx._bind(self._root, fiber, realms, injected, scope)
+        ctx._bind(self._root, fiber, realms, injected, scope, base_dir)
         return ctx
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -115,6 +132,12 @@ class Context:
         """The dispatch scope of this context (None: unscoped)."""
         return self._scope
 
+    @property
+    def base_dir(self) -> Path | None:
+        """The folder a plugin resolves relative paths of its config against: the folder of the
+        manifest (or overlay) its row came from; None when mounted from code."""
+        return self._base_dir
+
     def plugin(
         self,
         plugin: Any,
@@ -122,11 +145,13 @@ class Context:
         *,
         inject: tuple[str, ...] | list[str] = (),
         isolate: Mapping[str, bool | str] | None = None,
+        base_dir: Path | None = None,
     ) -> Fiber:
         """Register `plugin` as a child of this context's fiber; loading happens in the background.
 
         `inject` adds required services; `isolate` maps a service name to True (a private realm)
         or a label (a realm shared by every row with that label) for this fiber and its children.
+        `base_dir` (default: this context's) is the plugin's `ctx.base_dir`.
         """
         name, declared = describe(plugin)
         required = tuple(dict.fromkeys((*declared, *inject)))
@@ -142,7 +167,13 @@ class Context:
                 if label is False:
                     continue
                 realms[service] = self._root.realm(None if label is True else str(label))
-        fiber.ctx = self._derive(fiber, realms, self._injected.union(required), self._scope)
+        fiber.ctx = self._derive(
+            fiber,
+            realms,
+            self._injected.union(required),
+            self._scope,
+            self._base_dir if base_dir is None else base_dir,
+        )
         parent._children.append(fiber)
         service_names.update(required)
         for service in required:
@@ -156,7 +187,7 @@ class Context:
 
     def scoped(self, scope: Scope) -> Context:
         """A context of the same fiber whose listeners and dispatches carry `scope`."""
-        return self._derive(self._fiber, self._realms, self._injected, scope)
+        return self._derive(self._fiber, self._realms, self._injected, scope, self._base_dir)
 
     # -- effects -----------------------------------------------------------------------------
 

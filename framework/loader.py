@@ -251,7 +251,13 @@ class _Mounter:
             self.failures[entry.id] = (entry, str(exc))
             return
         self.failures.pop(entry.id, None)
-        fiber = ctx.plugin(plugin, config, inject=entry.inject, isolate=entry.isolate)
+        fiber = ctx.plugin(
+            plugin,
+            config,
+            inject=entry.inject,
+            isolate=entry.isolate,
+            base_dir=Path(entry.loc.path).parent,
+        )
         self.fibers[entry.id] = (entry, fiber)
 
     def _group(self, entry: Entry) -> Callable[[Context, object], None]:

@@ -5,9 +5,9 @@ Plugin name: `llm-replay`. Config: `provider` (str or list, default `"replay"`),
 YAML/JSON file holding that list; `.json` is read as JSON), `context_window` (128000),
 `chunk_size` (8), `delay_ms` (0).
 
-`file`: the Loader hands plugins their config only, so a relative path is resolved against the
-current working directory, not the manifest's folder. Manifests should use an absolute path or an
-environment variable (`file: ${DSH_REPLAY_FILE}`); the file is read when the plugin activates.
+`file`: a relative path is resolved against the folder of the manifest (or overlay) the row
+came from (`ctx.base_dir`); mounted from code, against the current directory. The file is read
+when the plugin activates.
 """
 
 from __future__ import annotations
@@ -63,7 +63,10 @@ class Config(BaseModel):
 def apply(ctx: Context, config: Config) -> None:
     """Load the script and route the configured providers to a new replay adapter."""
     if config.file is not None:
-        responses = load_script(Path(config.file).expanduser())
+        path = Path(config.file).expanduser()
+        if ctx.base_dir is not None:
+            path = ctx.base_dir / path  # an absolute `path` stays as it is
+        responses = load_script(path)
     else:
         responses = config.responses or []
     adapter = ReplayAdapter(

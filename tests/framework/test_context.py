@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 import anyio.lowlevel
@@ -236,3 +237,20 @@ async def test_an_exception_from_the_body_propagates_unwrapped() -> None:
     with pytest.raises(KeyError, match="body"):
         async with Context():
             raise KeyError("body")
+
+
+async def test_base_dir_is_given_to_a_plugin_and_inherited_by_its_children(tmp_path: Path) -> None:
+    seen: dict[str, object] = {}
+
+    def child(ctx: Context, _config: object) -> None:
+        seen["child"] = ctx.base_dir
+
+    def parent(ctx: Context, _config: object) -> None:
+        seen["parent"] = ctx.base_dir
+        ctx.plugin(child)
+
+    async with Context() as root:
+        assert root.base_dir is None
+        await root.plugin(parent, base_dir=tmp_path)
+        await root.settle()
+    assert seen == {"parent": tmp_path, "child": tmp_path}

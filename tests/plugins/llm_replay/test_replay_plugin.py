@@ -12,7 +12,7 @@ import pytest
 
 import plugins.llm
 import plugins.llm_replay
-from framework import AbortController, AbortSignal, Context, FiberState
+from framework import AbortController, AbortSignal, Context, FiberState, boot
 from plugins.llm import GenerateOptions, LlmService, StreamChunk, assemble
 
 pytestmark = pytest.mark.anyio
@@ -215,3 +215,21 @@ async def test_config_errors_are_clear(tmp_path: Path) -> None:
         bad_item = root.plugin(plugins.llm_replay, {"responses": [{"reasoning": "only"}]})
         with pytest.raises(Exception, match="a response needs one of text, tool_calls or error"):
             await bad_item
+
+
+async def test_script_file_is_relative_to_the_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployment = tmp_path / "deploy"
+    deployment.mkdir()
+    (deployment / "script.yml").write_text("- text: next to the manifest\n")
+    (deployment / "app.yml").write_text(
+        "- {id: llm, name: dsh-llm}\n"
+        "- {id: model, name: dsh-llm-replay, config: {file: script.yml}}\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the cwd must not matter
+    async with boot(deployment / "app.yml") as ctx:
+        got = await collect(ctx.llm.stream(request()))
+    assert assemble(got).blocks == [{"type": "text", "text": "next to the manifest"}]
