@@ -140,3 +140,42 @@ REQUEST_PREFIX = [
 
 UNKNOWN = {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
 NOT_STARTED = {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
+
+TOOL_MODE = [
+    *REQUEST_PREFIX,
+    "assistant/chunk",
+    "assistant/chunk",
+    "assistant/chunk",
+    "assistant/message",
+    "tool/call",
+    "tool/result",
+    "step/end",
+    "turn/end",
+]
+
+
+def assert_tool_mode_repair(events: Sequence[dict[str, Any]]) -> None:
+    """Case 13, port-strict: the durable call at seq 11 gets the unknown-outcome result at 12."""
+    assert types(events) == TOOL_MODE
+    assert_contiguous(events)
+    assert events[11]["data"]["callId"] == "crash-call"
+    (result,) = results_by_call(events)["crash-call"]
+    assert result["seq"] == 12
+    assert result["data"]["error"] == UNKNOWN
+    assert result["sourceEventSeqs"] == [11]
+    assert result["data"]["message"]["id"] == "interrupted-tool-result-crash-call-12"
+    assert "Do not retry blindly." in result_text(result)
+    assert events[-1]["data"]["reason"] == {"kind": "interrupted"}
+
+
+async def assert_resumed_turn_runs(ctx: Any, stored: int) -> None:
+    """A new turn on the repaired session completes and keeps the log contiguous."""
+    handle = await ctx.agents.resume(SESSION_ID)
+    handle.agent.followup("continue")
+    await handle.agent.when_idle()
+    events = handle.agent.session.events
+    await handle.dispose()
+    assert_contiguous(events)
+    assert len(events) > stored
+    assert events[-1]["type"] == "turn/end"
+    assert events[-1]["data"]["reason"] == {"kind": "completed"}

@@ -7,16 +7,12 @@ from pathlib import Path
 
 import pytest
 from crash import (
-    REQUEST_PREFIX,
     SESSION_ID,
-    UNKNOWN,
     Backend,
-    assert_contiguous,
+    assert_resumed_turn_runs,
+    assert_tool_mode_repair,
     crash,
     reopened,
-    result_text,
-    results_by_call,
-    types,
 )
 from postgres_support import fresh_schema, require_postgres
 
@@ -25,34 +21,13 @@ pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX-only"),
 ]
 
-TOOL_MODE = [
-    *REQUEST_PREFIX,
-    "assistant/chunk",
-    "assistant/chunk",
-    "assistant/chunk",
-    "assistant/message",
-    "tool/call",
-    "tool/result",
-    "step/end",
-    "turn/end",
-]
-
 
 async def check_tool_mode(tmp_path: Path, backend: Backend) -> None:
     crash(tmp_path, "tool", backend=backend)
     async with reopened(backend, [{"text": "verified first"}]) as ctx:
         log = await ctx.sessionPersistence.load(SESSION_ID)
-        assert types(log.events) == TOOL_MODE
-        assert_contiguous(log.events)
-        (result,) = results_by_call(log.events)["crash-call"]
-        assert result["data"]["error"] == UNKNOWN
-        assert result["sourceEventSeqs"] == [11]
-        assert "Do not retry blindly." in result_text(result)
-        handle = await ctx.agents.resume(SESSION_ID)
-        handle.agent.followup("continue")
-        await handle.agent.when_idle()
-        assert handle.agent.session.events[-1]["data"]["reason"] == {"kind": "completed"}
-        await handle.dispose()
+        assert_tool_mode_repair(log.events)
+        await assert_resumed_turn_runs(ctx, len(log.events))
 
 
 async def test_tool_mode_crash_on_sqlite(tmp_path: Path) -> None:

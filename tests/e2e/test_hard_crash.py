@@ -18,10 +18,11 @@ from crash import (
     SESSION_ID,
     UNKNOWN,
     assert_contiguous,
+    assert_resumed_turn_runs,
+    assert_tool_mode_repair,
     crash,
     jsonl,
     reopened,
-    result_text,
     results_by_call,
     types,
 )
@@ -48,26 +49,7 @@ async def test_13_tool_mode_records_an_unknown_outcome(tmp_path: Path) -> None:
     async with reopened(backend) as ctx:
         log = await ctx.sessionPersistence.load(SESSION_ID)
     events = log.events
-    assert types(events) == [
-        *REQUEST_PREFIX,
-        "assistant/chunk",
-        "assistant/chunk",
-        "assistant/chunk",
-        "assistant/message",
-        "tool/call",
-        "tool/result",
-        "step/end",
-        "turn/end",
-    ]
-    assert_contiguous(events)
-    assert events[11]["data"]["callId"] == "crash-call"
-    (result,) = results_by_call(events)["crash-call"]
-    assert result["seq"] == 12
-    assert result["data"]["error"] == UNKNOWN
-    assert result["sourceEventSeqs"] == [11]
-    assert result["data"]["message"]["id"] == "interrupted-tool-result-crash-call-12"
-    assert "Do not retry blindly." in result_text(result)
-    assert events[-1]["data"]["reason"] == {"kind": "interrupted"}
+    assert_tool_mode_repair(events)
     async with reopened(backend) as ctx:
         again = await ctx.sessionPersistence.load(SESSION_ID)
     assert again.events == events
@@ -149,15 +131,3 @@ async def test_r1_tool_body_started_then_resume_sees_the_repair(tmp_path: Path) 
     assert events[-1]["type"] == "turn/end"
     assert events[-1]["data"]["reason"] == {"kind": "completed"}
     assert events[-1]["data"]["turn"] == 2
-
-
-async def assert_resumed_turn_runs(ctx: object, stored: int) -> None:
-    handle = await ctx.agents.resume(SESSION_ID)  # type: ignore[attr-defined]
-    handle.agent.followup("continue")
-    await handle.agent.when_idle()
-    events = handle.agent.session.events
-    await handle.dispose()
-    assert_contiguous(events)
-    assert len(events) > stored
-    assert events[-1]["type"] == "turn/end"
-    assert events[-1]["data"]["reason"] == {"kind": "completed"}
