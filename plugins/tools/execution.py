@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Protocol
+from uuid import uuid4
 
 from framework import AbortSignal
 
@@ -40,6 +41,7 @@ class ToolExecutionInput:
     agent: AgentLike | None = None
     parent: ExecutionToken | None = None
     root_call_id: str | None = None
+    idempotency_key: str | None = None
 
 
 class ToolExecution:
@@ -57,6 +59,12 @@ class ToolExecution:
         self.parent = input.parent
         self.root_call_id = input.root_call_id if input.root_call_id is not None else input.call_id
         self.token = ExecutionToken(self.call_id, self.root_call_id)
+        #: Stable for one durable call across crash, repair and resume; unique across calls.
+        self.idempotency_key: str = (
+            input.idempotency_key
+            if input.idempotency_key is not None
+            else f"local:{uuid4().hex}:{self.call_id}"
+        )
         self.signal: AbortSignal = input.signal
         self.contexts: list[ToolContext] = []
         self.concludes_turn = False

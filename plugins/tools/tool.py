@@ -35,8 +35,9 @@ class Tool:
     against the value), `render(args, value) -> blocks` (default: a string as one text block,
     anything else as compact JSON), `presentation_meta(args, value)` (→ the result's `meta`),
     `finalize_content(exec, result)` (sync or async; returns replacement blocks or None),
-    `timeout_ms` (> 0, read by the timeout policy) and `is_concurrency_safe` (`True`, or a
-    predicate on the arguments that returns `True`, lets calls run in parallel).
+    `timeout_ms` (> 0, read by the timeout policy), `is_concurrency_safe` (`True`, or a
+    predicate on the arguments that returns `True`, lets calls run in parallel) and `read_only`
+    (the body causes no external side effect; read by approval and by `dsh fork`).
     """
 
     name: str
@@ -49,6 +50,7 @@ class Tool:
     finalize_content: ContentFinalizer | None = None
     timeout_ms: float | None = None
     is_concurrency_safe: bool | Callable[[Any], bool] = False
+    read_only: bool = False
 
     def check(self) -> None:
         """Raise if the tool cannot be registered (spec 03 §5.1, §5.2 texts)."""
