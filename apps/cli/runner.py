@@ -18,7 +18,7 @@ from anyio.abc import TaskStatus
 from framework import Context
 from framework.loader import boot
 from plugins.agent import USER
-from plugins.session_persistence import SessionPersistenceError
+from plugins.session_persistence import SessionNotFoundError
 
 from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError
 from .summary import (
@@ -82,10 +82,6 @@ def persistence_of(ctx: Context) -> SessionPersistenceService:
     return service  # type: ignore[no-any-return]
 
 
-def _is_not_found(error: SessionPersistenceError, session_id: str) -> bool:
-    return str(error) == f'session "{session_id}" not found'
-
-
 async def stored_events(ctx: Context, session_id: str) -> list[dict[str, Any]] | None:
     """The stored events of `session_id` (None when nothing is stored or nothing persists)."""
     service = ctx.get("sessionPersistence")
@@ -93,10 +89,8 @@ async def stored_events(ctx: Context, session_id: str) -> list[dict[str, Any]] |
         return None
     try:
         events: list[dict[str, Any]] = await service.read_from(session_id, 0)
-    except SessionPersistenceError as error:
-        if _is_not_found(error, session_id):
-            return None
-        raise
+    except SessionNotFoundError:
+        return None
     return events
 
 
