@@ -18,7 +18,7 @@ from anyio.abc import TaskStatus
 from framework import Context
 from framework.loader import boot
 from plugins.agent import USER
-from plugins.session_persistence import SessionNotFoundError
+from plugins.session_persistence import SessionNotFoundError, SetAside
 
 from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError
 from .summary import (
@@ -137,6 +137,9 @@ async def run(options: RunOptions, view: RunView) -> int:
         ctx.on("session/event", turn.on_event)
         try:
             view.started(agent.id, resumed=resumed, repairs=repairs)
+            if resumed:
+                for kept in persistence_of(ctx).set_aside(agent.id):
+                    view.notice(set_aside_text(kept))
             async with anyio.create_task_group() as group:
                 await group.start(_cancel_on_sigint, agent, turn)
                 agent.followup(options.prompt)
@@ -162,10 +165,12 @@ class Recovery:
     added: Repairs
     earlier: Repairs
     events: Sequence[Mapping[str, Any]]
+    set_aside: Sequence[SetAside] = ()
 
     def lines(self) -> list[str]:
         """E.g. `recovered: 1 tool call with unknown outcome, ...` and the session's state."""
         lines = [f"recovered: {self.added.describe()}" if self.added else "nothing to recover"]
+        lines += [set_aside_text(kept) for kept in self.set_aside]
         if self.earlier:
             lines.append(f"earlier repairs: {self.earlier.describe()}")
         turns = turn_count(self.events)
@@ -186,6 +191,7 @@ class Recovery:
             "turns": turn_count(self.events),
             "lastReason": last_turn_reason(self.events),
             "events": len(self.events),
+            "setAside": [{"path": kept.path, "bytes": kept.size} for kept in self.set_aside],
         }
 
 
@@ -199,6 +205,12 @@ async def recover(options: RunOptions) -> Recovery:
         if stored is None:
             raise CliError(f'session "{session_id}" not found')
         log = await persistence.load(session_id)
+        kept = persistence.set_aside(session_id)
     return Recovery(
-        session_id, repairs_in(log.events[len(stored) :]), repairs_in(stored), log.events
+        session_id, repairs_in(log.events[len(stored) :]), repairs_in(stored), log.events, kept
     )
+
+
+def set_aside_text(kept: SetAside) -> str:
+    """E.g. `set aside: 312 bytes cut from the log's torn tail, kept in /…/session.jsonl.torn-…`."""
+    return f"set aside: {kept.size} bytes cut from the log's torn tail, kept in {kept.path}"

@@ -170,6 +170,7 @@ class ColdStore:
         kept = await self.backend.commit_repair(
             prepared.meta, prepared.torn_marker, prepared.closers
         )
+        self.table.kept(prepared.meta["id"], kept)
         revision = await self.backend.read_stored_revision(prepared.meta["id"])
         if revision is None:
             return None

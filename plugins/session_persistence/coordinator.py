@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from plugins.session.repair import interrupted_turn_closers
 
-from .backend import JsonObject, Owner, PersistenceBackend, Snapshot
+from .backend import JsonObject, Owner, PersistenceBackend, SetAside, Snapshot
 from .cold import ColdStore
 from .config import Config
 from .errors import SessionNotFoundError, SessionPersistenceError
@@ -64,6 +64,10 @@ class Coordinator:
 
     async def snapshots(self) -> list[Snapshot]:
         return await self.cold.snapshots()
+
+    def set_aside(self, session_id: str) -> tuple[SetAside, ...]:
+        """What repairs by this process cut from `session_id`'s log and kept beside it."""
+        return tuple(self.table.set_aside.get(session_id, ()))
 
     async def owner(self, session_id: str) -> Owner | None:
         """The live writer of `session_id` in another process, or None."""

@@ -198,7 +198,8 @@ class LiveSessions:
             )
         if stored.torn_marker is not None:
             with anyio.CancelScope(shield=True):
-                await self.backend.commit_repair(stored.meta, stored.torn_marker, [])
+                kept = await self.backend.commit_repair(stored.meta, stored.torn_marker, [])
+            self.table.kept(session_id, kept)
         return Entry(stored.meta, cursor=count, materialized=True)
 
     def _attach(self, binding: Binding, entry: Entry) -> None:

@@ -21,7 +21,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from framework import Context, Service
 
-from .backend import JsonObject, Location, Owner, PersistenceBackend, Snapshot
+from .backend import JsonObject, Location, Owner, PersistenceBackend, SetAside, Snapshot
 from .config import Config
 from .coordinator import Coordinator
 from .session_api import SessionFactory
@@ -127,6 +127,11 @@ class SessionPersistenceService(Service):
     async def list_snapshots(self) -> builtins.list[Snapshot]:
         """Headers with opaque revisions."""
         return await self._coordinator.snapshots()
+
+    def set_aside(self, session_id: str) -> tuple[SetAside, ...]:
+        """What repairs made through this service cut from `session_id`'s log and kept beside
+        it (`path`, `size` in bytes), oldest first."""
+        return self._coordinator.set_aside(session_id)
 
     async def owner(self, session_id: str) -> Owner | None:
         """The live writer running `session_id` in another process (pid and host), or None

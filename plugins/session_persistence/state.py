@@ -86,6 +86,8 @@ class SessionTable:
     def __init__(self) -> None:
         self.entries: dict[str, Entry] = {}
         self.retiring: dict[str, Retirement] = {}
+        #: What repairs by this process cut from each id's log and kept beside it.
+        self.set_aside: dict[str, list[SetAside]] = {}
         self._queues: dict[str, FifoLock] = {}
 
     def ticket(self, session_id: str) -> Ticket:
@@ -104,6 +106,11 @@ class SessionTable:
         retirement = self.retiring.get(session_id)
         if retirement is not None:
             await retirement.done.wait()
+
+    def kept(self, session_id: str, kept: SetAside | None) -> None:
+        """Record what a repair of `session_id` set aside (None: nothing was cut)."""
+        if kept is not None:
+            self.set_aside.setdefault(session_id, []).append(kept)
 
     def live(self, session_id: str) -> Binding | None:
         """The live binding owning `session_id`, if any."""
