@@ -42,17 +42,20 @@ import logging
 import signal
 import socket
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 
 from plugins.session import SessionStore
 from plugins.session.jsonutil import loads
 from plugins.session.repair import interrupted_turn_closers
 
-from ..backend import JsonObject, PersistenceBackend
+from ..backend import JsonObject, Owner, PersistenceBackend
 from ..errors import (
     SessionFormatUnsupportedError,
     SessionLockedError,
@@ -77,7 +80,7 @@ from . import (
     texts,
 )
 
-__all__ = ["BackendContract", "BackendHarness"]
+__all__ = ["BackendContract", "BackendHarness", "holding"]
 
 
 class BackendHarness(abc.ABC):
@@ -113,6 +116,33 @@ class BackendHarness(abc.ABC):
 
 
 # -- the contract ---------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def holding(
+    harness: BackendHarness, session_id: str, events: list[JsonObject]
+) -> AsyncIterator[anyio.abc.Process]:
+    """A child process owning live session `session_id` with `events` flushed (see `child`);
+    killed on exit."""
+    factory, kwargs = harness.child_factory()
+    spec: JsonObject = {"factory": factory, "kwargs": kwargs, "session": session_id, "cwd": CWD}
+    spec["events"] = events
+    command = [sys.executable, "-m", "plugins.session_persistence.testing.child", "hold"]
+    child = await anyio.open_process([*command, json.dumps(spec)], stderr=None)
+    try:
+        assert child.stdout is not None
+        with anyio.fail_after(60):
+            line = b""
+            while not line.endswith(b"\n"):
+                line += await child.stdout.receive(1)
+        assert line == b"ready\n", f"child failed: {line!r}"
+        yield child
+    finally:
+        if child.returncode is None:
+            child.kill()
+        with anyio.CancelScope(shield=True):
+            await child.aclose()
+
 
 _REFUSED_VALUES: list[Any] = [
     (1, 2),
@@ -762,51 +792,73 @@ class BackendContract:
     ) -> None:
         if not harness.cross_process:
             pytest.skip(f"{harness.name} cannot be shared between processes")
-        factory, kwargs = harness.child_factory()
-        seed = open_tool_turn(0, started=True)
-        spec: JsonObject = {"factory": factory, "kwargs": kwargs, "session": "shared", "cwd": CWD}
-        spec["events"] = seed
-        command = [sys.executable, "-m", "plugins.session_persistence.testing.child", "hold"]
-        child = await anyio.open_process([*command, json.dumps(spec)], stderr=None)
-        try:
-            assert child.stdout is not None
-            with anyio.fail_after(60):
-                line = b""
-                while not line.endswith(b"\n"):
-                    line += await child.stdout.receive(1)
-            assert line == b"ready\n", f"child failed: {line!r}"
-            async with running(harness.new_backend()) as w:
-                before = await w.backend.read_stored_revision("shared")
-                stored = await w.service.read_from("shared", 0)
-                with pytest.raises(SessionLockedError) as caught:
-                    await w.service.append("shared", [event(len(stored), "step/end", {})])
-                assert (caught.value.session_id, caught.value.pid) == ("shared", child.pid)
-                assert caught.value.host == socket.gethostname()
-                assert str(caught.value) == (
-                    f'session "shared" is locked by another writer (pid {child.pid} on host '
-                    f"{socket.gethostname()})"
-                )
-                with pytest.raises(SessionLockedError):
-                    await w.service.load("shared")  # its repair would write
-                live = w.sessions.create("shared", seed=stored, meta={"cwd": CWD, "createdAt": 1})
-                with pytest.raises(SessionLockedError):
-                    await w.sessions.flush(live)
-                w.sessions.dispose(live)
-                assert await w.backend.read_stored_revision("shared") == before
-                child.send_signal(signal.SIGKILL)
-                await child.wait()
-                log = await w.service.load("shared")  # takes over and repairs
-                assert log.events[-1]["data"]["reason"] == {"kind": "interrupted"}
-                assert log.events[len(stored)]["data"]["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
-                await w.service.append("shared", complete_turn(len(log.events), 2))
-                total = len(log.events) + 6
-            async with running(harness.new_backend()) as w:
-                assert len((await w.service.load("shared")).events) == total
-        finally:
-            if child.returncode is None:
-                child.kill()
-            with anyio.CancelScope(shield=True):
-                await child.aclose()
+        async with (
+            holding(harness, "shared", open_tool_turn(0, started=True)) as child,
+            running(harness.new_backend()) as w,
+        ):
+            before = await w.backend.read_stored_revision("shared")
+            stored = await w.service.read_from("shared", 0)
+            with pytest.raises(SessionLockedError) as caught:
+                await w.service.append("shared", [event(len(stored), "step/end", {})])
+            assert (caught.value.session_id, caught.value.pid) == ("shared", child.pid)
+            assert caught.value.host == socket.gethostname()
+            assert str(caught.value) == (
+                f'session "shared" is locked by another writer (pid {child.pid} on host '
+                f"{socket.gethostname()})"
+            )
+            with pytest.raises(SessionLockedError):
+                await w.service.load("shared")  # its repair would write
+            live = w.sessions.create("shared", seed=stored, meta={"cwd": CWD, "createdAt": 1})
+            with pytest.raises(SessionLockedError):
+                await w.sessions.flush(live)
+            w.sessions.dispose(live)
+            assert await w.backend.read_stored_revision("shared") == before
+            child.send_signal(signal.SIGKILL)
+            await child.wait()
+            log = await w.service.load("shared")  # takes over and repairs
+            assert log.events[-1]["data"]["reason"] == {"kind": "interrupted"}
+            assert log.events[len(stored)]["data"]["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+            await w.service.append("shared", complete_turn(len(log.events), 2))
+            total = len(log.events) + 6
+        async with running(harness.new_backend()) as w:
+            assert len((await w.service.load("shared")).events) == total
+
+    async def test_b13_the_owner_of_a_live_session_is_named(self, harness: BackendHarness) -> None:
+        if not harness.cross_process:
+            pytest.skip(f"{harness.name} cannot be shared between processes")
+        async with (
+            holding(harness, "shared", open_tool_turn(0, started=True)) as child,
+            running(harness.new_backend()) as w,
+        ):
+            before = await w.backend.read_stored_revision("shared")
+            assert await w.service.owner("shared") == Owner(child.pid, socket.gethostname())
+            assert await w.backend.read_stored_revision("shared") == before  # reads only
+            assert await w.service.owner("nobody") is None
+            child.send_signal(signal.SIGKILL)
+            await child.wait()
+            for _ in range(200):  # a server notices a dead client's connection soon after
+                if await w.service.owner("shared") is None:
+                    break
+                await anyio.sleep(0.05)
+            assert await w.service.owner("shared") is None
+
+    async def test_b13_the_owner_query_names_another_instance_never_this_one(
+        self, harness: BackendHarness
+    ) -> None:
+        async with (
+            running(harness.new_backend()) as first,
+            running(harness.new_backend()) as second,
+        ):
+            session = first.sessions.create("live", seed=[], meta={"cwd": CWD})
+            replay(session, open_step_turn(1))
+            await first.sessions.flush(session)
+            assert await first.service.owner("live") is None
+            owner = await second.service.owner("live")
+            assert owner is not None
+            assert owner.pid is not None
+            first.sessions.dispose(session)
+            await first.service.read_from("live", 0)  # waits for the retirement
+            assert await second.service.owner("live") is None
 
     async def test_b13_stale_writers_are_refused(self, harness: BackendHarness) -> None:
         async with (
