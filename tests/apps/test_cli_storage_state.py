@@ -14,6 +14,8 @@ import pytest
 from dsh_sandbox import Sandbox
 from postgres_support import PostgresTarget, postgres_fixture
 
+from apps.cli import runner
+from plugins.session_persistence import SessionNotFoundError, SessionPersistenceError
 from plugins.session_persistence.testing import open_tool_turn
 from plugins.session_persistence_jsonl import frames
 
@@ -126,3 +128,35 @@ def test_show_and_resume_say_what_a_repair_set_aside(dsh: Sandbox) -> None:
     assert Path(kept["path"]).stat().st_size == kept["bytes"] > 0
     human = dsh("show", "torn")
     assert f"set aside by a repair: {kept['bytes']} bytes in {kept['path']}" in human.stdout
+
+
+def test_resume_with_a_prompt_says_what_its_repair_set_aside(dsh: Sandbox) -> None:
+    log = _torn_log(dsh)
+    resumed = dsh("resume", "torn", "continue")
+    (kept,) = log.parent.glob("session.jsonl.zstd.torn-*")
+    assert (
+        f"set aside: {kept.stat().st_size} bytes cut from the log's torn tail, kept in {kept}"
+        in resumed.stdout + resumed.stderr
+    )
+
+
+class _Persistence:
+    """A `ctx` whose `sessionPersistence.read_from` raises `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def get(self, key: str) -> _Persistence:
+        return self
+
+    async def read_from(self, session_id: str, from_seq: int) -> list[object]:
+        raise self.error
+
+
+@pytest.mark.anyio
+async def test_the_cli_tells_not_found_by_its_type_not_its_text() -> None:
+    found = await runner.stored_events(_Persistence(SessionNotFoundError("another id")), "x")  # type: ignore[arg-type]
+    assert found is None
+    look_alike = SessionPersistenceError('session "x" not found')
+    with pytest.raises(SessionPersistenceError):
+        await runner.stored_events(_Persistence(look_alike), "x")  # type: ignore[arg-type]
