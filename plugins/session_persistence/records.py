@@ -1,8 +1,8 @@
 """What a stored record sequence means: its committed prefix, a torn tail, or corruption.
 
 The one rule every backend reads its log with (docs/persistence.md). Records are fed in storage
-order, each as the events it decodes to (None when it does not decode); the events must number
-0, 1, 2, ... without a gap.
+order, each as the events it decodes to (`add`) or as a record that does not decode (`bad`);
+the events must number 0, 1, 2, ... without a gap.
 
 - Appended storage (`can_tear=True`, the JSONL files): a crash can leave the last write cut
   short or garbled, even as a newline-ended line of garbage. The first bad record ends the
@@ -50,15 +50,12 @@ class RecordSequence:
         """Whether a bad record was met (everything from it on is the torn tail)."""
         return self._issue is not None
 
-    def add(self, decoded: Sequence[JsonObject] | None, bad: str) -> bool:
-        """One record: the events it decodes to, or None with `bad` the corruption message
-        naming it. True iff it joined the committed prefix; raises on corruption."""
+    def add(self, decoded: Sequence[JsonObject]) -> bool:
+        """One record, as the events it decodes to. True iff it joined the committed prefix;
+        raises on corruption."""
         if self._issue is not None:
-            if decoded is not None and ends_turn(decoded):
+            if ends_turn(decoded):
                 raise self._issue
-            return False
-        if decoded is None:
-            self._break(bad, ())
             return False
         events = self.events
         for offset, event in enumerate(decoded):
@@ -70,6 +67,11 @@ class RecordSequence:
                 return False
         events.extend(decoded)
         return True
+
+    def bad(self, message: str) -> None:
+        """One record that does not decode; `message` is the corruption naming it."""
+        if self._issue is None:
+            self._break(message, ())
 
     def finish(self, next_seq: int | None, text: Callable[[int], str]) -> None:
         """Transactional storage: the row count recorded beside the rows (`next_seq`) must be

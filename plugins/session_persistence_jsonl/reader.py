@@ -167,17 +167,15 @@ class _Lines:
     def feed(self, text: bytes) -> bool:
         """Consume one line; True iff it joined the committed prefix."""
         self.line += 1
-        decoded: list[JsonObject] | None
         try:
             record = loads(text.decode("utf-8"))
             if type(record) is not dict or type(record.get("type")) is not str:
                 raise ValueError("not a storage record")
             decoded = decode_record(record)
         except ValueError:
-            decoded = None
-        return self.records.add(
-            decoded, f"corrupt session log: unparsable committed event at line {self.line}"
-        )
+            self.records.bad(f"corrupt session log: unparsable committed event at line {self.line}")
+            return False
+        return self.records.add(decoded)
 
 
 def scan_raw(data: bytes) -> LogScan:

@@ -200,7 +200,10 @@ def scan_rows(rows: Sequence[Sequence[Any]], next_seq: int) -> list[JsonObject]:
     records = RecordSequence(can_tear=False, gap=lambda expected, _got: _bad_row(expected))
     for row in rows:
         event = _decode(row)
-        records.add(None if event is None else (event,), _bad_row(len(records.events)))
+        if event is None:
+            records.bad(_bad_row(len(records.events)))
+        else:
+            records.add((event,))
     records.finish(
         next_seq,
         lambda stored: (

@@ -256,8 +256,9 @@ def scan(rows: Iterable[Row], next_seq: int) -> list[JsonObject]:
         try:
             decoded = decode_row(row)
         except ValueError:
-            decoded = None
-        records.add(decoded, _bad_row(len(records.events)))
+            records.bad(_bad_row(len(records.events)))
+        else:
+            records.add(decoded)
     records.finish(
         next_seq,
         lambda stored: (

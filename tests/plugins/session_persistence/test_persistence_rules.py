@@ -38,39 +38,39 @@ def _end(seq: int) -> dict[str, object]:
 
 def test_appended_storage_a_bad_record_without_a_later_turn_end_ends_the_prefix() -> None:
     records = RecordSequence(can_tear=True, gap=_gap)
-    assert records.add([event(0, "turn/start", {"turn": 1})], "bad 1")
-    assert not records.add(None, "bad 2")
+    assert records.add([event(0, "turn/start", {"turn": 1})])
+    records.bad("bad 2")
     assert records.torn
-    assert not records.add([event(1, "step/start", {})], "bad 3")  # after the tear: dropped
-    assert not records.add(None, "bad 4")
+    assert not records.add([event(1, "step/start", {})])  # after the tear: dropped
+    records.bad("bad 4")
     assert [e["seq"] for e in records.events] == [0]
 
 
 def test_appended_storage_a_turn_end_after_the_damage_makes_it_corruption() -> None:
     records = RecordSequence(can_tear=True, gap=_gap)
-    records.add([event(0, "turn/start", {"turn": 1})], "bad 1")
-    records.add(None, "the first bad record")
+    records.add([event(0, "turn/start", {"turn": 1})])
+    records.bad("the first bad record")
     with pytest.raises(errors.SessionPersistenceCorruptionError, match=r"^the first bad record$"):
-        records.add([_end(2)], "bad 3")
+        records.add([_end(2)])
 
 
 def test_a_seq_gap_is_named_and_a_gap_holding_a_turn_end_is_corruption() -> None:
     records = RecordSequence(can_tear=True, gap=_gap)
-    records.add([event(0, "turn/start", {"turn": 1})], "bad")
-    assert not records.add([event(2, "step/start", {})], "bad")
+    records.add([event(0, "turn/start", {"turn": 1})])
+    assert not records.add([event(2, "step/start", {})])
     assert records.torn
     records = RecordSequence(can_tear=True, gap=_gap)
     with pytest.raises(errors.SessionPersistenceCorruptionError, match=r"^gap: expected 0, got 3$"):
-        records.add([_end(3)], "bad")
+        records.add([_end(3)])
 
 
 def test_transactional_storage_never_tears() -> None:
     records = RecordSequence(can_tear=False, gap=_gap)
-    records.add([event(0, "turn/start", {"turn": 1})], "bad")
+    records.add([event(0, "turn/start", {"turn": 1})])
     with pytest.raises(errors.SessionPersistenceCorruptionError, match=r"^bad row 1$"):
-        records.add(None, "bad row 1")
+        records.bad("bad row 1")
     records = RecordSequence(can_tear=False, gap=_gap)
-    records.add([event(0, "turn/start", {"turn": 1})], "bad")
+    records.add([event(0, "turn/start", {"turn": 1})])
     records.finish(1, lambda n: f"next {n}")
     with pytest.raises(errors.SessionPersistenceCorruptionError, match=r"^next 2$"):
         records.finish(2, lambda n: f"next {n}")
