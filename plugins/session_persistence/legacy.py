@@ -25,16 +25,17 @@ __all__ = ["upgrade_events", "upgrade_stored"]
 
 #: Turn-end reasons that must be exactly `{kind}` and stay as they are.
 _PLAIN_REASONS: Final = frozenset({"completed", "blocked", "max-tokens", "interrupted"})
-_UPGRADED_TYPES: Final = frozenset(
-    {
-        "turn/start",
-        "turn/end",
-        "steering/message",
-        "user/message",
-        "assistant/message",
-        "tool/result",
-    }
-)
+#: Types refused as legacy content (`request/header` only with reason "fallback").
+_REFUSED: Final = frozenset({"request/header-delta", "mode/set", "request/header"})
+#: Types the refusals or the upgrades look at; every other event is passed over.
+_WATCHED: Final = _REFUSED | {
+    "turn/start",
+    "turn/end",
+    "steering/message",
+    "user/message",
+    "assistant/message",
+    "tool/result",
+}
 
 
 def upgrade_stored(session_id: str, stored: StoredLog | None) -> StoredLog | None:
@@ -50,25 +51,38 @@ def upgrade_events(session_id: str, events: list[JsonObject]) -> list[JsonObject
     """The upgraded form of a stored log's events (`events` itself when nothing changes).
 
     Raises `SessionPersistenceCorruptionError` (`stored session "<id>" failed validation:
-    Error: <why>`) for refused legacy content and for malformed legacy shapes.
+    Error: <why>`) for refused legacy content and for malformed legacy shapes. The refusals
+    are decided on the whole log and win over a malformed shape anywhere in it.
     """
-    _refuse_unsupported(session_id, events)
+    refused: dict[str, object] = {}
+    malformed: JsonObject | None = None
     upgraded: list[JsonObject] | None = None
     for index, event in enumerate(events):
-        if event.get("type") not in _UPGRADED_TYPES:
+        kind = event.get("type")
+        if kind not in _WATCHED:
+            continue
+        if kind in _REFUSED:
+            _note_refusal(refused, kind, event)
+            continue
+        if malformed is not None:
             continue
         try:
             new = _upgrade(session_id, event, upgraded or events, index)
         except _Malformed:
-            raise _failed(
-                session_id,
-                f'session "{session_id}" contains malformed pre-react-loop {event["type"]} '
-                f"at seq {event.get('seq')}",
-            ) from None
+            malformed = event
+            continue
         if new is not event:
             if upgraded is None:
                 upgraded = list(events)
             upgraded[index] = new
+    if refused:
+        raise _refusal(session_id, refused)
+    if malformed is not None:
+        raise _failed(
+            session_id,
+            f'session "{session_id}" contains malformed pre-react-loop {malformed["type"]} '
+            f"at seq {malformed.get('seq')}",
+        )
     return events if upgraded is None else upgraded
 
 
@@ -78,30 +92,30 @@ def _failed(session_id: str, text: str) -> SessionPersistenceCorruptionError:
     )
 
 
-def _refuse_unsupported(session_id: str, events: Sequence[JsonObject]) -> None:
-    """Checked on the whole log first; the first rule (in this order) that matches wins."""
-    first: dict[str, object] = {}
-    for event in events:
-        kind = event.get("type")
-        if kind == "request/header-delta" or kind == "mode/set":
-            first.setdefault(kind, event.get("seq"))
-        elif kind == "request/header":
-            data = event.get("data")
-            if type(data) is dict and data.get("reason") == "fallback":
-                first.setdefault("fallback", event.get("seq"))
+def _note_refusal(refused: dict[str, object], kind: str, event: JsonObject) -> None:
+    """Record the first seq of each refused kind (`fallback`: a fallback `request/header`)."""
+    if kind == "request/header":
+        data = event.get("data")
+        if type(data) is not dict or data.get("reason") != "fallback":
+            return
+        kind = "fallback"
+    refused.setdefault(kind, event.get("seq"))
+
+
+def _refusal(session_id: str, refused: dict[str, object]) -> SessionPersistenceCorruptionError:
+    """The first rule, in this order, that matched."""
     for kind in ("request/header-delta", "mode/set"):
-        if kind in first:
-            raise _failed(
+        if kind in refused:
+            return _failed(
                 session_id,
                 f'session "{session_id}" contains unsupported legacy {kind} event '
-                f"at seq {first[kind]}",
+                f"at seq {refused[kind]}",
             )
-    if "fallback" in first:
-        raise _failed(
-            session_id,
-            f'session "{session_id}" contains unsupported legacy request/header reason '
-            f'"fallback" at seq {first["fallback"]}',
-        )
+    return _failed(
+        session_id,
+        f'session "{session_id}" contains unsupported legacy request/header reason '
+        f'"fallback" at seq {refused["fallback"]}',
+    )
 
 
 class _Malformed(Exception):
