@@ -25,6 +25,7 @@ from .errors import (
     SessionPersistenceError,
 )
 from .formats import check_readable, js_text, refuse_retired
+from .legacy import upgrade_stored
 from .locks import WriterLocks
 from .session_api import SessionFactory
 from .state import Entry, SessionLog, SessionPreparation, SessionTable
@@ -92,8 +93,14 @@ class ColdStore:
                 f'stored session "{session_id}" failed validation: {error}'
             ) from error
 
+    async def read_stored(self, session_id: str) -> StoredLog | None:
+        """What every read of a stored log goes through: its legacy shapes upgraded in memory
+        (docs/legacy-logs.md); None when nothing is stored."""
+        return upgrade_stored(session_id, await self.backend.load_stored(session_id))
+
     async def load_stored(self, session_id: str) -> StoredLog:
-        stored = await self.backend.load_stored(session_id)
+        """`read_stored`, or `SessionNotFoundError`."""
+        stored = await self.read_stored(session_id)
         if stored is None:
             raise SessionNotFoundError(session_id)
         return stored

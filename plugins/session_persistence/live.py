@@ -160,7 +160,7 @@ class LiveSessions:
             if stored_cwd != live_cwd:
                 raise _cwd_collision(session_id, stored_cwd, live_cwd)
             if entry.cursor:
-                stored = await self.backend.load_stored(session_id)
+                stored = await self.cold.read_stored(session_id)
                 prefix = [] if stored is None else stored.events
                 if not _same_json(session.events[: entry.cursor], prefix):
                     raise SessionPersistenceError(
