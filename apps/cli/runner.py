@@ -182,8 +182,8 @@ class Recovery:
         return lines
 
     def to_json(self) -> dict[str, Any]:
-        """The `--json` object."""
-        return {
+        """The `--json` object (`setAside` only when a repair set bytes aside)."""
+        line: dict[str, Any] = {
             "type": "recovered",
             "sessionId": self.session_id,
             "recovered": self.added.to_json(),
@@ -191,8 +191,10 @@ class Recovery:
             "turns": turn_count(self.events),
             "lastReason": last_turn_reason(self.events),
             "events": len(self.events),
-            "setAside": [{"path": kept.path, "bytes": kept.size} for kept in self.set_aside],
         }
+        if self.set_aside:
+            line["setAside"] = [{"path": k.path, "bytes": k.size} for k in self.set_aside]
+        return line
 
 
 async def recover(options: RunOptions) -> Recovery:
