@@ -499,12 +499,17 @@ class JsonlBackend(BackendBase):
             except FileExistsError:
                 stamp += 1
         try:
-            os.fchmod(out, 0o600)
-            io.write_all(out, tail)
-            io.fsync(out)
-        finally:
-            io.close(out)
-        io.fsync_dir(os.path.dirname(path))
+            try:
+                os.fchmod(out, 0o600)
+                io.write_all(out, tail)
+                io.fsync(out)
+            finally:
+                io.close(out)
+            io.fsync_dir(os.path.dirname(path))
+        except BaseException:
+            with suppress(OSError):
+                io.unlink(target)  # a partial copy is no evidence; the log stays uncut
+            raise
         return SetAside(target, len(tail))
 
     def _roll_back(self, fd: int, size: int, path: str, error: Exception) -> None:

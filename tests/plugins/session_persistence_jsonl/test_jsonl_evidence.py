@@ -4,6 +4,7 @@ beside the log in `<log>.torn-<ms>` (0600), and the load says how many and where
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -14,7 +15,7 @@ from jsonl_helpers import backend, meta, turn, write
 from plugins.session.repair import interrupted_turn_closers
 from plugins.session_persistence import SessionPersistenceCorruptionError, SetAside
 from plugins.session_persistence.testing import running, texts
-from plugins.session_persistence_jsonl import frames
+from plugins.session_persistence_jsonl import FileOps, frames
 from plugins.session_persistence_jsonl.backend import TORN_SUFFIX
 
 pytestmark = pytest.mark.anyio
@@ -122,4 +123,28 @@ async def test_damage_before_a_later_turn_end_is_corruption_and_nothing_is_cut(
         ):
             await w.service.load("s1")
     assert log.read_bytes() == bytes(data)
+    assert torn_files(log) == []
+
+
+class _FullDisk(FileOps):
+    """Fails writing the set-aside file as a full disk would."""
+
+    def write(self, fd: int, data: memoryview) -> int:
+        if (
+            os.readlink(f"/proc/self/fd/{fd}")
+            .rpartition("/")[2]
+            .startswith("session.jsonl" + TORN_SUFFIX)
+        ):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().write(fd, data)
+
+
+async def test_when_the_cut_bytes_cannot_be_kept_the_log_is_not_cut(tmp_path: Path) -> None:
+    log = await write(backend(tmp_path, "none"), meta(), [FIRST, SECOND])
+    flip_last_turn_end(log)
+    damaged = log.read_bytes()
+    async with running(backend(tmp_path, "none", fileops=_FullDisk())) as w:
+        with pytest.raises(OSError, match="No space left on device"):
+            await w.service.load("s1")
+    assert log.read_bytes() == damaged
     assert torn_files(log) == []
