@@ -15,7 +15,15 @@ import typing
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, overload
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PydanticUserError,
+    TypeAdapter,
+    ValidationError,
+    create_model,
+)
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
@@ -139,6 +147,7 @@ class _Arguments:
             if hint is ToolExecution:
                 self.exec_param = param.name
                 continue
+            _check_type(hint, where)
             field_name = f"arg_{len(fields)}"
             self.names[field_name] = param.name
             default = ... if param.default is param.empty else param.default
@@ -156,6 +165,17 @@ class _Arguments:
         except ValidationError as error:
             raise ToolArgsError(violations_of(error, args)) from None
         return {param: getattr(model, field) for field, param in self.names.items()}
+
+
+def _check_type(hint: Any, where: str) -> None:
+    """Refuse a type pydantic cannot validate or describe, naming the parameter."""
+    if typing.get_origin(hint) is Annotated:
+        hint = typing.get_args(hint)[0]  # field metadata (an alias) only means something on a field
+    try:
+        TypeAdapter(hint).json_schema()
+    except PydanticUserError as error:
+        reason = str(error).strip().splitlines()[0]
+        raise TypeError(f"{where} has a type pydantic cannot handle: {reason}") from None
 
 
 def _annotated(hint: Any, name: str, doc: str | None) -> Any:

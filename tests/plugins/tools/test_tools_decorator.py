@@ -292,6 +292,14 @@ async def _ambiguous(either: A | B) -> None:
     """Two models that can both match {}."""
 
 
+class Opaque:
+    """Not a type pydantic knows."""
+
+
+async def _opaque(thing: Opaque) -> None:
+    """An arbitrary class."""
+
+
 @pytest.mark.parametrize(
     ("fn", "message"),
     [
@@ -307,6 +315,11 @@ async def _ambiguous(either: A | B) -> None:
             "#/properties/tree/properties/children/items cannot be inlined",
         ),
         (_ambiguous, "@tool _ambiguous: the object alternatives at #/properties/either can both"),
+        (
+            _opaque,
+            '@tool _opaque: parameter "thing" has a type pydantic cannot handle: Unable to '
+            "generate pydantic-core schema for <class",
+        ),
     ],
     ids=lambda value: getattr(value, "__name__", "message"),
 )
