@@ -75,10 +75,11 @@ async def stream_turn(
     if signal is not None:
         signal.throw_if_aborted()
     agent = await _open(service, session, agent_options, setup, meta)
-    if agent.status != "idle":
+    if agent.status != "idle" or agent.inbox.next_turn:
+        state = agent.status if agent.status != "idle" else "holding queued prompts"
         raise AgentError(
-            f'agent "{agent.id}" is {agent.status}: run() and stream() start a turn on an idle '
-            "agent (wait with agent.when_idle(), or queue with agent.followup())",
+            f'agent "{agent.id}" is {state}: run() and stream() start a turn on an idle agent '
+            "with nothing queued (wait with agent.when_idle(), or queue with agent.followup())",
             "AGENT_BUSY",
         )
     send, receive = anyio.create_memory_object_stream[Mapping[str, Any] | None](math.inf)

@@ -159,6 +159,18 @@ async def test_a_running_agent_is_refused() -> None:
             with pytest.raises(AgentError) as caught:
                 await ctx.agents.run("second", session="busy")
         assert caught.value.code == "AGENT_BUSY"
+        assert str(caught.value).startswith('agent "busy" is running: run() and stream() start')
+
+
+async def test_an_agent_with_queued_prompts_is_refused() -> None:
+    async with stack([{"text": "x"}]) as ctx:
+        handle = await ctx.agents.create("queued")
+        # a prompt queued without a wake, as a resumed log can leave one
+        handle.agent.inbox.insert("next-turn", "left over")
+        with pytest.raises(AgentError) as caught:
+            await ctx.agents.run("new", session="queued")
+    assert caught.value.code == "AGENT_BUSY"
+    assert "is holding queued prompts" in str(caught.value)
 
 
 async def test_options_for_an_open_agent_are_refused() -> None:
