@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
 
 
-def run(name: str, tmp_path: Path) -> list[str]:
-    """Run `examples/<name>` from an unrelated folder; its stdout lines (stderr must be empty)."""
-    env = {k: v for k, v in os.environ.items() if k != "DSH_HOME"}
+def run(script: Path, tmp_path: Path, **env_extra: str) -> list[str]:
+    """Run `script` from an unrelated folder; its stdout lines (stderr must be empty)."""
+    env = {k: v for k, v in os.environ.items() if k != "DSH_HOME"} | env_extra
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / name)],
+        [sys.executable, str(script)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -29,7 +31,7 @@ def run(name: str, tmp_path: Path) -> list[str]:
 
 
 def test_idempotent_tool(tmp_path: Path) -> None:
-    lines = run("idempotent_tool.py", tmp_path)
+    lines = run(EXAMPLES / "idempotent_tool.py", tmp_path)
     assert lines[0].startswith('schema: {"description": "Charge the customer for an order')
     assert lines[1:] == [
         'first attempt: {"amount_cents": 4200, "order": "A-17", "status": "charged"}',
@@ -42,7 +44,7 @@ def test_idempotent_tool(tmp_path: Path) -> None:
 
 
 def test_library_app(tmp_path: Path) -> None:
-    lines = run("library_app.py", tmp_path)
+    lines = run(EXAMPLES / "library_app.py", tmp_path)
     assert lines[:3] == [
         "session trip, turn 1: completed",
         '  tool forecast({"city": "Lisbon"}) -> {"city":"Lisbon","sky":"sunny","celsius":24}',
@@ -56,7 +58,7 @@ def test_library_app(tmp_path: Path) -> None:
 
 
 def test_custom_policy(tmp_path: Path) -> None:
-    assert run("custom_policy.py", tmp_path) == [
+    assert run(EXAMPLES / "custom_policy.py", tmp_path) == [
         "without a policy:",
         "  tool body: its tool/call is durable: False",
         "  tool result: sent to ops@example.com",
@@ -71,7 +73,7 @@ def test_custom_policy(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 def test_crash_and_resume(tmp_path: Path) -> None:
-    assert run("crash_and_resume.py", tmp_path) == [
+    assert run(EXAMPLES / "crash_and_resume.py", tmp_path) == [
         "child killed by signal 9 while transfer() was running",
         "repaired TOOL_OUTCOME_UNKNOWN: The tool call was interrupted after it was recorded, but "
         "no result was durably recorded.",
@@ -79,3 +81,15 @@ def test_crash_and_resume(tmp_path: Path) -> None:
         "turn 2 ended: completed",
         "the model now says: Its outcome is unknown: I will ask the bank before sending it again.",
     ]
+
+
+def test_the_python_api_quickstart_runs(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    found = re.search(r"```python\n(# weather\.py.*?)```", page, re.DOTALL)
+    assert found is not None
+    program = tmp_path / "weather.py"
+    program.write_text(found.group(1), encoding="utf-8")
+    lines = run(program, tmp_path, DSH_HOME=str(tmp_path / "home"))
+    assert len(lines) == 1
+    session, kind, text = lines[0].split(" ", 2)
+    assert (session.startswith("s-"), kind, text) == (True, "completed", "Sunny, 24 °C.")
