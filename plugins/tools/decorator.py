@@ -114,7 +114,7 @@ def _build(
             kwargs[arguments.exec_param] = exec
         return _jsonable(await fn(**kwargs), tool_name)
 
-    return Tool(
+    made = Tool(
         name=tool_name,
         description=text,
         parameters=parameters,
@@ -123,6 +123,8 @@ def _build(
         is_concurrency_safe=concurrency_safe,
         read_only=read_only,
     )
+    made.check()  # what registration would refuse is refused where the tool is written
+    return made
 
 
 class _Arguments:

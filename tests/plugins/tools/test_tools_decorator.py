@@ -329,6 +329,19 @@ def test_functions_that_cannot_be_tools_are_refused(fn: Any, message: str) -> No
     assert str(caught.value).startswith(message)
 
 
+def test_what_registration_refuses_is_refused_at_decoration() -> None:
+    async def run_code() -> None:
+        """Shadows the reserved name."""
+
+    async def slow() -> None:
+        """A bad timeout."""
+
+    with pytest.raises(ValueError, match='tool name "run_code" is reserved'):
+        tool(run_code)
+    with pytest.raises(TypeError, match='tool "slow" timeoutMs must be a positive finite number'):
+        tool(timeout_ms=0)(slow)
+
+
 def test_unresolvable_hints_are_refused() -> None:
     async def broken(x: Missing) -> None:  # type: ignore[name-defined]  # noqa: F821
         """Broken."""
