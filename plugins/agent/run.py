@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import anyio
 
@@ -49,12 +50,17 @@ def new_session_id() -> str:
     return f"s-{time.strftime('%Y%m%d')}-{secrets.token_hex(3)}"
 
 
-async def run_turn_to_idle(service: AgentsService, prompt: str, **options: Any) -> RunResult:
+async def run_turn_to_idle(
+    service: AgentsService, prompt: str, **options: Unpack[RunOptions]
+) -> RunResult:
     """`agents.run()`: the whole turn, returned once the agent is idle."""
-    async for item in stream_turn(service, prompt, **options):
-        if isinstance(item, TurnEnd):
-            return item.result
-    raise AssertionError("stream_turn ends with a TurnEnd or raises")  # pragma: no cover
+    result: RunResult | None = None
+    async with aclosing(stream_turn(service, prompt, **options)) as items:
+        async for item in items:
+            if isinstance(item, TurnEnd):
+                result = item.result
+    assert result is not None, "a turn stream ends with TurnEnd or raises"
+    return result
 
 
 async def stream_turn(
@@ -66,7 +72,7 @@ async def stream_turn(
     setup: Setup | None = None,
     meta: Mapping[str, Any] | None = None,
     signal: AbortSignal | None = None,
-) -> AsyncIterator[StreamItem]:
+) -> AsyncGenerator[StreamItem, None]:
     """`agents.stream()`: the turn's items as they happen, `TurnEnd` last.
 
     Leaving the iteration early (break, an exception, cancellation) cancels the turn with

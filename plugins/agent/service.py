@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Unpack
 
@@ -158,7 +158,9 @@ class AgentsService(Service):
         """Run one turn to idle on a new or existing session (docs/python-api.md)."""
         return await run_turn_to_idle(self, prompt, **options)
 
-    def stream(self, prompt: str, **options: Unpack[RunOptions]) -> AsyncIterator[StreamItem]:
+    def stream(
+        self, prompt: str, **options: Unpack[RunOptions]
+    ) -> AsyncGenerator[StreamItem, None]:
         """The same turn as typed items while it happens, `TurnEnd` last (docs/python-api.md)."""
         return stream_turn(self, prompt, **options)
 

@@ -115,6 +115,24 @@ async def test_stream_yields_the_turn_as_it_happens() -> None:
     ]
 
 
+async def test_run_and_stream_leave_no_listener_behind() -> None:
+    async with stack([{"text": "one"}, {"text": "two"}, {"text": "three"}]) as ctx:
+
+        def counts() -> tuple[int, int]:
+            return len(ctx.listeners("session/event")), len(ctx.listeners("agent/status"))
+
+        before = counts()
+        await ctx.agents.run("first", session="tidy")
+        assert counts() == before  # at once, not when a generator is collected
+        async for _ in ctx.agents.stream("second", session="tidy"):
+            pass
+        assert counts() == before
+        async with aclosing(ctx.agents.stream("third", session="tidy")) as items:
+            async for _ in items:
+                break
+        assert counts() == before
+
+
 async def test_a_second_run_continues_the_live_session() -> None:
     async with stack([{"text": "one"}, {"text": "two"}]) as ctx:
         first = await ctx.agents.run("first")
