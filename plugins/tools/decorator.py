@@ -152,8 +152,10 @@ class _Arguments:
             _check_type(hint, where)
             field_name = f"arg_{len(fields)}"
             self.names[field_name] = param.name
-            default = ... if param.default is param.empty else param.default
-            fields[field_name] = (_annotated(hint, param.name, docs.get(param.name)), default)
+            annotated = _annotated(hint, param.name, docs.get(param.name))
+            # without a default in the signature, a Field(default=...) in the hint still counts
+            default = Field() if param.default is param.empty else param.default
+            fields[field_name] = (annotated, default)
         self.model: type[BaseModel] = create_model(
             f"{getattr(fn, '__name__', 'tool')}_arguments",
             __config__=ConfigDict(extra="forbid"),

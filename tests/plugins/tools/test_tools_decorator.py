@@ -92,6 +92,23 @@ async def test_models_and_plain_values_become_the_result_value(tools_root: Any) 
 
 
 @pytest.mark.anyio
+async def test_defaults_reach_the_function(tools_root: Any) -> None:
+    @tool
+    async def page(
+        size: Annotated[int, Field(default=3)],
+        names: Annotated[list[str], Field(default_factory=list)],
+        start: int = 1,
+    ) -> list[Any]:
+        """Defaults from the signature and from Field."""
+        return [size, names, start]
+
+    async with tools_root() as root:
+        root.tools.register(page)
+        result = await root.tools.execute(call_of("page", {}))
+    assert result.value == [3, [], 1]
+
+
+@pytest.mark.anyio
 async def test_the_exec_parameter_receives_the_call(tools_root: Any) -> None:
     received: list[ToolExecution] = []
 

@@ -169,6 +169,13 @@ async def s20_alias(
     """An alias is the JSON name."""
 
 
+async def s21_field_defaults(
+    size: Annotated[int, Field(default=3)],
+    names: Annotated[list[str], Field(default_factory=list)],
+) -> None:
+    """Defaults given by Field inside Annotated, none in the signature."""
+
+
 CASES: list[tuple[Any, dict[str, Any]]] = [
     (s01_string, obj({"path": {"type": "string"}}, ["path"])),
     (
@@ -355,6 +362,15 @@ CASES: list[tuple[Any, dict[str, Any]]] = [
     (
         s20_alias,
         obj({"from": {"type": "string", "description": "Where it starts."}}, ["from"]),
+    ),
+    (
+        s21_field_defaults,
+        obj(
+            {
+                "size": {"type": "integer", "default": 3},
+                "names": {"type": "array", "items": {"type": "string"}},
+            }
+        ),
     ),
 ]
 
