@@ -49,7 +49,7 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     timeout_ms: float | None = None,
-    concurrency_safe: bool = False,
+    concurrency_safe: bool | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -61,15 +61,15 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     timeout_ms: float | None = None,
-    concurrency_safe: bool = False,
+    concurrency_safe: bool | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn an async function into a `Tool`: `@tool` or `@tool(name=..., ...)`.
 
     `name` defaults to the function's name, `description` to its docstring's first paragraph;
     `read_only` marks a body without external side effects, `timeout_ms` is read by the timeout
-    policy, `concurrency_safe` lets calls run in parallel. Raises `TypeError` when the function
-    cannot be a tool (not async, an untyped or variadic parameter, a type the tool schema cannot
-    express), naming the function and the parameter.
+    policy, `concurrency_safe` lets calls run in parallel (default: as `read_only`). Raises
+    `TypeError` when the function cannot be a tool (not async, an untyped or variadic
+    parameter, a type the tool schema cannot express), naming the function and the parameter.
     """
 
     def decorate(function: ToolFunction) -> Tool:
@@ -92,7 +92,7 @@ def _build(
     description: str | None,
     read_only: bool,
     timeout_ms: float | None,
-    concurrency_safe: bool,
+    concurrency_safe: bool | None,
 ) -> Tool:
     if not inspect.iscoroutinefunction(fn):
         raise TypeError(f"@tool needs an async function (async def), got {fn!r}")
@@ -120,7 +120,7 @@ def _build(
         parameters=parameters,
         execute=execute,
         timeout_ms=timeout_ms,
-        is_concurrency_safe=concurrency_safe,
+        is_concurrency_safe=read_only if concurrency_safe is None else concurrency_safe,
         read_only=read_only,
     )
     made.check()  # what registration would refuse is refused where the tool is written

@@ -198,7 +198,7 @@ async def test_a_non_json_return_value_fails_the_call(tools_root: Any) -> None:
 
 @pytest.mark.anyio
 async def test_registered_through_a_plugin_it_leaves_with_the_plugin(tools_root: Any) -> None:
-    @tool(name="lookup", description="Look a word up.", read_only=True, concurrency_safe=True)
+    @tool(name="lookup", description="Look a word up.", read_only=True)
     async def find(word: str) -> str:
         """Ignored: description= wins."""
         return word
@@ -237,14 +237,24 @@ def test_options_set_the_tool_fields() -> None:
     async def plain() -> None:
         """Plain."""
 
+    @tool(read_only=True, concurrency_safe=False)
+    async def serial() -> None:
+        """Read-only but one call at a time."""
+
+    @tool(concurrency_safe=True)
+    async def parallel() -> None:
+        """Writes, but calls may overlap."""
+
     assert isinstance(slow, Tool)
     assert (slow.name, slow.timeout_ms, slow.read_only, slow.is_concurrency_safe) == (
         "slow",
         250,
         True,
-        False,
+        True,  # follows read_only
     )
-    assert (plain.timeout_ms, plain.read_only) == (None, False)
+    assert (plain.timeout_ms, plain.read_only, plain.is_concurrency_safe) == (None, False, False)
+    assert (serial.read_only, serial.is_concurrency_safe) == (True, False)
+    assert (parallel.read_only, parallel.is_concurrency_safe) == (False, True)
 
 
 @pytest.mark.anyio
