@@ -33,9 +33,10 @@ class RunOptions(TypedDict, total=False):
     """Keyword arguments of `agents.run()` and `agents.stream()`.
 
     `session`: the session id (None: a new session; an unknown id: a new session with that id).
-    `agent_options`, `setup`, `meta`: as for `agents.create`, used only when the call opens the
-    agent. `signal`: aborting it cancels the turn, with the abort reason as the cancel cause
-    when it is one (`{"kind": ...}`), else `{"kind": "parent"}`.
+    `agent_options`, `setup`: as for `agents.create`, used only when the call opens the agent
+    (not for an agent already open); `meta`: header fields of a new session. `signal`: aborting
+    it cancels the turn, with the abort reason as the cancel cause when it is one
+    (`{"kind": ...}`), else `{"kind": "parent"}`.
     """
 
     session: str | None
@@ -138,13 +139,7 @@ async def _open(
     if session is not None:
         live = service.get(session)
         if live is not None:
-            if agent_options is not None or setup is not None or meta is not None:
-                raise AgentError(
-                    f'agent "{session}" is already open: agent_options, setup and meta apply '
-                    "only when run() or stream() opens the session",
-                    "AGENT_OPEN",
-                )
-            return live
+            return live  # like dict.setdefault: the opening options are not applied again
         if await _stored(service, session):
             handle = await service.resume(session, agent_options=agent_options, setup=setup)
             return handle.agent

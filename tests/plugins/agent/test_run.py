@@ -191,12 +191,22 @@ async def test_an_agent_with_queued_prompts_is_refused() -> None:
     assert "is holding queued prompts" in str(caught.value)
 
 
-async def test_options_for_an_open_agent_are_refused() -> None:
-    async with stack([{"text": "a"}]) as ctx:
-        await ctx.agents.run("a", session="open")
-        with pytest.raises(AgentError) as caught:
-            await ctx.agents.run("b", session="open", agent_options=AgentOptions("replay", "m"))
-    assert caught.value.code == "AGENT_OPEN"
+async def test_opening_options_apply_once() -> None:
+    opened: list[str] = []
+
+    def setup(agent_ctx: Any) -> None:
+        opened.append("setup")
+        agent_ctx.tools.register(add)  # a second registration on this agent would fail
+
+    async with stack([{"text": "a"}, {"text": "b"}]) as ctx:
+        options = AgentOptions("replay", "model-a", None, "Be brief.")
+        first = await ctx.agents.run("a", session="open", agent_options=options, setup=setup)
+        second = await ctx.agents.run("b", session="open", agent_options=options, setup=setup)
+        agent = ctx.agents.get("open")
+        assert agent is not None
+        assert agent.options == options
+    assert opened == ["setup"]
+    assert (first.text, second.text, second.turn) == ("a", "b", 2)
 
 
 async def test_the_signal_cancels_the_turn_with_its_reason() -> None:
