@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Literal
 
+import anyio
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from plugins.tools import Tool, ToolExecution, tool
-from plugins.tools.schema import unsupported_keywords
+from framework import AbortController
+from plugins.tools import Tool, ToolExecution, ToolExecutionInput, tool
+from plugins.tools.schema import unsupported_keywords, violations
 
 
 def obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
@@ -386,3 +388,42 @@ def test_schema_matches_the_hand_written_expectation(fn: Any, expected: dict[str
 
 def test_at_least_fifteen_signatures_are_pinned() -> None:
     assert len(CASES) >= 15
+
+
+async def u_numbers(value: int | float, maybe: int | None = None) -> None:
+    """Numbers."""
+
+
+async def u_dates(when: date | datetime) -> None:
+    """Two string formats."""
+
+
+async def u_pets(pet: Cat | Dog) -> None:
+    """Models told apart by a Literal field, without an explicit discriminator."""
+
+
+async def u_mixed(flag: Literal["on", 1, None] | list[int]) -> None:
+    """A mixed-type Literal beside a list."""
+
+
+LOOSENED: list[tuple[Any, list[dict[str, Any]]]] = [
+    (
+        u_numbers,
+        [{"value": 3}, {"value": 3.5}, {"value": 1, "maybe": None}, {"value": 1, "maybe": 2}],
+    ),
+    (u_dates, [{"when": "2026-01-02"}, {"when": "2026-01-02T03:04:05"}]),
+    (u_pets, [{"pet": {"kind": "cat", "indoor": True}}, {"pet": {"kind": "dog", "barks": 3}}]),
+    (u_mixed, [{"flag": "on"}, {"flag": 1}, {"flag": None}, {"flag": [1, 2]}]),
+]
+
+
+@pytest.mark.parametrize(("fn", "values"), LOOSENED, ids=[fn.__name__ for fn, _ in LOOSENED])
+def test_the_declared_schema_accepts_what_pydantic_accepts(
+    fn: Any, values: list[dict[str, Any]]
+) -> None:
+    made = tool(fn)
+    for value in values:
+        assert violations(value, made.parameters, "arguments") == [], value
+        # and pydantic does accept it: the body runs (it returns None)
+        call = ToolExecutionInput("c", fn.__name__, value, AbortController().signal)
+        assert anyio.run(made.execute, value, ToolExecution(call, value)) is None
