@@ -65,7 +65,9 @@ class _Translator:
     def node(self, schema: Schema, at: str, seen: tuple[str, ...]) -> Schema:
         if "$ref" in schema:
             name = str(schema["$ref"]).removeprefix("#/$defs/")
-            if name in seen or name not in self.defs:
+            if name not in self.defs:
+                raise SchemaTranslationError(f'unresolvable reference "{schema["$ref"]}" at {at}')
+            if name in seen:
                 raise SchemaTranslationError(
                     f'the recursive type "{name}" at {at} cannot be inlined into a tool schema'
                 )

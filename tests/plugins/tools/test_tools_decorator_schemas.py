@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from framework import AbortController
 from plugins.tools import Tool, ToolExecution, ToolExecutionInput, tool
 from plugins.tools.schema import unsupported_keywords, violations
+from plugins.tools.subset import SchemaTranslationError, to_subset
 
 
 def obj(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
@@ -427,3 +428,12 @@ def test_the_declared_schema_accepts_what_pydantic_accepts(
         # and pydantic does accept it: the body runs (it returns None)
         call = ToolExecutionInput("c", fn.__name__, value, AbortController().signal)
         assert anyio.run(made.execute, value, ToolExecution(call, value)) is None
+
+
+def test_translation_refuses_what_it_cannot_inline() -> None:
+    with pytest.raises(SchemaTranslationError, match='unresolvable reference "#/\\$defs/X" at #'):
+        to_subset({"$ref": "#/$defs/X"})
+    with pytest.raises(SchemaTranslationError, match='recursive type "N" at #/items cannot'):
+        to_subset(
+            {"$defs": {"N": {"type": "array", "items": {"$ref": "#/$defs/N"}}}, "$ref": "#/$defs/N"}
+        )
