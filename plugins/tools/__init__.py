@@ -6,15 +6,22 @@ with that plugin. Events (dispatched through `exec.agent.ctx` when the call has 
 `tools/pre-execute` waterfall `(exec, next)` → `Allow | Deny | Ask`; `tools/execute` waterfall
 `(exec, next)` → result; `tools/post-execute` waterfall `(exec, result, next)` → `Accept |
 Block`; `tools/result` emit `(exec, result)`. Waterfall listeners are async and `await next()`.
+
+Config: `cancel_grace_ms` (2000): once a call's caller aborts, how long its body may keep
+running before it is cancelled at its next await point; `ctx.tools.skip_grace()` cuts it short
+at once (docs/tools-and-cancellation.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from .decisions import Accept, Allow, Ask, Block, Deny
 from .errors import (
     ToolArgsError,
+    ToolCancelledError,
     ToolNotFoundError,
     ToolOutputError,
     ToolSchemaError,
@@ -27,10 +34,11 @@ from .results import (
     ToolFailure,
     aborted_before_dispatch_result,
     aborted_result,
+    cancelled_result,
     exception_result,
     failure_result,
 )
-from .service import ExecutionMode, ToolsService
+from .service import DEFAULT_GRACE_MS, ExecutionMode, ToolsService
 from .tool import Tool
 
 __all__ = [
@@ -39,12 +47,14 @@ __all__ = [
     "Allow",
     "Ask",
     "Block",
+    "Config",
     "Deny",
     "ExecutionMode",
     "ExecutionToken",
     "PreparedCall",
     "Tool",
     "ToolArgsError",
+    "ToolCancelledError",
     "ToolExecution",
     "ToolExecutionInput",
     "ToolExecutionResult",
@@ -58,6 +68,7 @@ __all__ = [
     "aborted_before_dispatch_result",
     "aborted_result",
     "apply",
+    "cancelled_result",
     "exception_result",
     "failure_result",
     "name",
@@ -66,6 +77,14 @@ __all__ = [
 name = "tools"
 
 
-def apply(ctx: Any, config: Any = None) -> None:
+class Config(BaseModel):
+    """`dsh-tools` configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cancel_grace_ms: float = Field(default=DEFAULT_GRACE_MS, ge=0, allow_inf_nan=False)
+
+
+def apply(ctx: Any, config: Config) -> None:
     """Provide the `tools` service."""
-    ctx.provide("tools", ToolsService(ctx))
+    ctx.provide("tools", ToolsService(ctx, config.cancel_grace_ms))
