@@ -9,11 +9,13 @@ starts; started calls drain and commit; unstarted ones get a synthetic call/resu
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from plugins.llm import LlmError
 from plugins.session.jsonutil import loads
 from plugins.tools import ToolExecutionInput, ToolExecutionResult, aborted_before_dispatch_result
 
@@ -38,6 +40,49 @@ class _Call:
         self.started: tuple[int, PreparedCall] | None = None
         #: Set when the call's dispatch is over, or when it will never start.
         self.settled = anyio.Event()
+
+
+DUPLICATE_TOOL_CALL_ID = "DUPLICATE_TOOL_CALL_ID"
+
+
+class _CallIds:
+    """The tool call ids of a session's assistant messages, read incrementally from its log."""
+
+    __slots__ = ("ids", "scanned")
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.scanned = 0
+
+    def update(self, events: Sequence[Mapping[str, Any]]) -> set[str]:
+        for event in events[self.scanned :]:
+            if event["type"] == "assistant/message":
+                for block in event["data"]["message"]["content"]:
+                    if block.get("type") == "tool-call":
+                        self.ids.add(block["id"])
+        self.scanned = len(events)
+        return self.ids
+
+
+_call_ids: weakref.WeakKeyDictionary[Agent, _CallIds] = weakref.WeakKeyDictionary()
+
+
+def refuse_repeated_call_ids(agent: Agent, blocks: Sequence[Mapping[str, Any]]) -> None:
+    """Raise `LlmError` `DUPLICATE_TOOL_CALL_ID` if a tool call of this response reuses an id
+    of the session (or of the response itself): such a transcript is invalid for providers, and
+    the call's idempotency key would name an earlier call (docs/tools-and-cancellation.md)."""
+    known = _call_ids.setdefault(agent, _CallIds()).update(agent.session.events)
+    fresh: set[str] = set()
+    for block in blocks:
+        call_id = block["id"]
+        if call_id in known or call_id in fresh:
+            where = "this session" if call_id in known else "this response"
+            raise LlmError(
+                f'the model reused tool call id "{call_id}", already used in {where}; '
+                "the response was refused and its tool calls were not run",
+                DUPLICATE_TOOL_CALL_ID,
+            )
+        fresh.add(call_id)
 
 
 def parse_arguments(raw: Any) -> Any:
