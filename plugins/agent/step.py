@@ -73,6 +73,9 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
             raise LlmError(finish["failure"])
         calls = [block for block in response.blocks if block.get("type") == "tool-call"]
         refuse_repeated_call_ids(agent, calls)
+        # Read before the message is logged: a store that cannot name itself fails the step
+        # with no call left unanswered in the transcript.
+        store = await agent.service.sessions.identity() if calls else ""
         message = assistant_message(response.blocks, options.provider, options.model, replay_state)
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
         if response.usage is not None:
@@ -82,7 +85,7 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
             return "max-tokens"
         if not calls:
             return "completed"
-        concluded = await run_tool_calls(agent, turn, step, calls, signal)
+        concluded = await run_tool_calls(agent, turn, step, calls, signal, store)
         return "completed" if concluded else "continue"
 
 

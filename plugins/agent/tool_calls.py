@@ -17,7 +17,12 @@ import anyio
 
 from plugins.llm import LlmError
 from plugins.session.jsonutil import loads
-from plugins.tools import ToolExecutionInput, ToolExecutionResult, aborted_before_dispatch_result
+from plugins.tools import (
+    ToolExecutionInput,
+    ToolExecutionResult,
+    aborted_before_dispatch_result,
+    idempotency_key,
+)
 
 from .messages import tool_result_message
 
@@ -103,8 +108,12 @@ async def run_tool_calls(
     step: int,
     blocks: Sequence[Mapping[str, Any]],
     signal: AbortSignal,
+    store: str,
 ) -> bool:
-    """Run and commit every call; True if a result concludes the turn. Raises if aborted."""
+    """Run and commit every call; True if a result concludes the turn. Raises if aborted.
+
+    `store` is the session store's identity: each call's idempotency key derives from it, the
+    session id and the call id."""
     tools = agent.service.tools
     calls = [_Call(block) for block in blocks]
     concluded = False
@@ -118,7 +127,7 @@ async def run_tool_calls(
                     break
                 group.append(nxt)
         limit = agent.service.config.max_parallel_tool_calls if len(group) > 1 else 1
-        concluded = await _run_group(agent, turn, step, group, limit, signal) or concluded
+        concluded = await _run_group(agent, turn, step, group, limit, signal, store) or concluded
         index += len(group)
     signal.throw_if_aborted()
     return concluded
@@ -131,6 +140,7 @@ async def _run_group(
     group: list[_Call],
     limit: int,
     signal: AbortSignal,
+    store: str,
 ) -> bool:
     scheduler = agent.service.tools.scheduler
     slots = anyio.Semaphore(limit)
@@ -152,13 +162,15 @@ async def _run_group(
                     unstarted.settled.set()
                 return
             call_seq = _append_call(agent, turn, step, call)
+            call_id = call.block["id"]
             prepared = await scheduler.prepare(
                 ToolExecutionInput(
-                    call_id=call.block["id"],
+                    call_id=call_id,
                     name=call.block["name"],
                     arguments=call.arguments,
                     signal=signal,
                     agent=agent,
+                    idempotency_key=idempotency_key(store, agent.id, call_id),
                 )
             )
             call.started = (call_seq, prepared)

@@ -27,7 +27,13 @@ from .errors import (
     ToolSchemaError,
     ToolTimeoutError,
 )
-from .execution import AgentLike, ExecutionToken, ToolExecution, ToolExecutionInput
+from .execution import (
+    AgentLike,
+    ExecutionToken,
+    ToolExecution,
+    ToolExecutionInput,
+    idempotency_key,
+)
 from .pipeline import PreparedCall, ToolScheduler
 from .results import (
     ToolExecutionResult,
@@ -71,6 +77,7 @@ __all__ = [
     "cancelled_result",
     "exception_result",
     "failure_result",
+    "idempotency_key",
     "name",
 ]
 
