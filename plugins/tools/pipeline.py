@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from framework import AbortSignal, Scope
+from framework import AbortError, AbortSignal, Scope
 from plugins.session.jsonutil import snapshot
 
 from .decisions import Accept, Allow, Ask, Block, Deny
@@ -178,8 +178,10 @@ class ToolScheduler:
             with self.grace.watch(caller, exec.agent) as body:
                 try:
                     value = await tool.execute(exec.arguments, exec)
-                except Exception as error:
+                except AbortError as error:
                     return aborted_result() if fused.aborted else exception_result(error)
+                except Exception as error:
+                    return exception_result(error)
         finally:
             exec.signal = swapped
         if body.cancelled_caught:

@@ -100,6 +100,7 @@ async def test_registration_and_modes(space: Path) -> None:
             "write_file",
             "append_ledger",
             "find_ledger_entry",
+            "sleep_then_write",
         ]
         modes = {name: tools.execution_mode(name, {}) for name in names}
     assert modes == {
@@ -108,6 +109,7 @@ async def test_registration_and_modes(space: Path) -> None:
         "write_file": "exclusive",
         "append_ledger": "exclusive",
         "find_ledger_entry": "exclusive",
+        "sleep_then_write": "exclusive",
     }
 
 

@@ -228,3 +228,20 @@ async def test_cancel_grace_ms_is_validated(value: Any) -> None:
     async with Context() as root:
         with pytest.raises(ConfigError, match="cancel_grace_ms"):
             await root.plugin(tools_plugin, {"cancel_grace_ms": value})
+
+
+async def test_a_body_failing_its_own_way_after_the_abort_keeps_its_error(
+    call: Any, make_tool: Any
+) -> None:
+    async def body(args: Any, exec: ToolExecution) -> str:
+        await exec.signal.wait()
+        raise RuntimeError("stopped before sending the request")
+
+    async with root_with_grace(5000) as root:
+        root.tools.register(make_tool("t", body))
+        result, _ = await run_aborted_after(root, call, "t", 0.02)
+    assert result.to_json() == {
+        "isError": True,
+        "content": [{"type": "text", "text": "Error: stopped before sending the request"}],
+        "error": {"message": "stopped before sending the request"},
+    }
