@@ -89,6 +89,8 @@ class Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: Once a call's caller aborts, how long its body may keep running before it is cancelled
+    #: at its next await point, in ms (0: at once).
     cancel_grace_ms: float = Field(default=DEFAULT_GRACE_MS, ge=0, allow_inf_nan=False)
 
 

@@ -278,3 +278,31 @@ async def test_timeout_policy_result_is_committed() -> None:
             {"type": "text", "text": "Error: tool call timed out after 20ms"}
         ]
         await handle.dispose()
+
+
+async def test_cancel_cuts_a_stubborn_body_short_after_the_grace() -> None:
+    holder: dict[str, Any] = {}
+    reached: list[str] = []
+
+    async def stubborn(args: Any, exec: Any) -> Any:
+        holder["agent"].cancel()
+        await anyio.sleep(30)  # ignores exec.signal
+        reached.append("after the sleep")
+        return "never"
+
+    script = [{"tool_calls": [call("s1", "stubborn")]}, {"text": "unreachable"}]
+    async with stack(script, tools={"cancel_grace_ms": 100}) as ctx:
+        ctx.tools.register(tool("stubborn", stubborn))
+        handle = await ctx.agents.create("grace")
+        agent = holder["agent"] = handle.agent
+        with anyio.fail_after(5):
+            agent.followup("go")
+            await agent.when_idle()
+        (result,) = results(agent.session)
+        await handle.dispose()
+    assert reached == []
+    assert result["data"]["error"] == {"name": "ToolCancelledError", "code": "TOOL_CANCELLED"}
+    assert agent.session.events[-1]["data"]["reason"] == {
+        "kind": "aborted",
+        "reason": {"kind": "user"},
+    }
