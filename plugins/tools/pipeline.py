@@ -8,6 +8,9 @@ model order, may overlap `dispatch` of calls it groups as parallel, and calls `f
 `finish` once per call. Every stage after `prepare` is a no-op for a call already settled by an
 earlier stage: a FINAL result skips `finalize`, a POST result (denials, dispatch results) runs it.
 `ToolsService.execute(input)` runs all four for one call.
+
+Once its caller aborts, a running body gets the cancellation grace (`plugins.tools.grace`); what
+is then recorded follows docs/tools-and-cancellation.md: a body that returned keeps its result.
 """
 
 from __future__ import annotations
@@ -158,7 +161,7 @@ class ToolScheduler:
         except Exception as error:
             call.settle(exception_result(error), final=True)
             return
-        call.settle(_unless_skipped(call, result), final=False)
+        call.settle(_after_abort(call, result), final=False)
 
     async def _run_body(self, call: PreparedCall) -> ToolExecutionResult:
         exec = call.exec
@@ -218,7 +221,7 @@ class ToolScheduler:
             result = self._decided(exec, result, decision)
         except Exception as error:
             result = exception_result(error)
-        call.settle(_unless_skipped(call, result), final=True)
+        call.settle(_after_abort(call, result), final=True)
 
     def _decided(
         self, exec: ToolExecution, result: ToolExecutionResult, decision: Any
@@ -314,7 +317,7 @@ def _aborted(signal: AbortSignal) -> bool:
     return signal.aborted
 
 
-def _unless_skipped(call: PreparedCall, result: ToolExecutionResult) -> ToolExecutionResult:
+def _after_abort(call: PreparedCall, result: ToolExecutionResult) -> ToolExecutionResult:
     """A success stands once the body ran, even if the caller aborted meanwhile (its effects
     happened); without the body (a wrapper's own answer), an aborted caller gets
     `ABORTED_BEFORE_DISPATCH`."""
