@@ -17,7 +17,6 @@ import errno
 import os
 import secrets
 import stat
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -38,6 +37,7 @@ from plugins.session_persistence.packing import encode_records
 
 from . import frames
 from .fileops import FileOps
+from .identity import read_or_create_store_id
 from .layout import LOCK_NAME, log_name, project_dir, segment
 from .lock import WriterLock
 from .reader import (
@@ -56,8 +56,6 @@ Compression = Literal["zstd", "none"]
 T = TypeVar("T")
 
 _READ_ATTEMPTS: Final = 20
-#: The file in the root holding the store's random identity.
-STORE_ID_NAME: Final = "store-id"
 _APPEND_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -125,7 +123,6 @@ class JsonlBackend:
         self._other_name = log_name("none" if compression == "zstd" else "zstd")
         self._owners: dict[str, _Owner] = {}
         self._sizes: dict[str, int] = {}
-        self._identity: str | None = None
 
     # ---- Protocol ------------------------------------------------------------------------
 
@@ -181,9 +178,7 @@ class JsonlBackend:
 
     async def store_identity(self) -> str:
         """The random id in `<root>/store-id` (0600), created on first use."""
-        if self._identity is None:
-            self._identity = await self._run(self._store_identity)
-        return self._identity
+        return await self._run(read_or_create_store_id, str(self.root), self._io)
 
     async def aclose(self) -> None:
         """Release every lock and descriptor."""
@@ -570,40 +565,6 @@ class JsonlBackend:
         if not stat.S_ISDIR(st.st_mode):
             raise SessionPersistenceError(f'session directory "{directory}" is not a directory')
 
-    def _store_identity(self) -> str:
-        """Read `<root>/store-id`, or create it: a private temp file linked into place, so
-        concurrent first uses agree on one id."""
-        path = os.path.join(self.root, STORE_ID_NAME)
-        found = _read_store_id(path)
-        if found is not None:
-            return found
-        self._make_dirs(str(self.root))
-        temp = f"{path}.{secrets.token_hex(6)}.tmp"
-        fd = self._io.open(
-            temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        )
-        try:
-            try:
-                self._io.write_all(fd, f"{uuid.uuid4().hex}\n".encode())
-                self._io.fsync(fd)
-            finally:
-                self._io.close(fd)
-            try:
-                self._io.link(temp, path)
-            except FileExistsError:
-                pass  # another process created it first: its id is the store's
-            else:
-                self._io.fsync_dir(str(self.root))
-        finally:
-            try:
-                self._io.unlink(temp)
-            except OSError:
-                pass
-        found = _read_store_id(path)
-        if found is None:
-            raise SessionPersistenceError(f'store identity file "{path}" vanished after creation')
-        return found
-
     def _drop(self, owner: _Owner) -> None:
         if owner.fd >= 0:
             self._io.close(owner.fd)
@@ -628,39 +589,6 @@ def _read_head(file: BinaryIO, *, zstd: bool) -> bytes:
             break
         head += more
     return head
-
-
-def _read_store_id(path: str) -> str | None:
-    """The id stored at `path` (None when absent); a symlink, a foreign or group/world-accessible
-    file, or malformed content is refused."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise SessionPersistenceError(
-                f'store identity file "{path}" is a symbolic link; refusing it'
-            ) from None
-        raise SessionPersistenceError(
-            f'cannot read store identity file "{path}": {error}'
-        ) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise SessionPersistenceError(f'store identity file "{path}" is not a regular file')
-        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            raise SessionPersistenceError(
-                f'store identity file "{path}" must be owned by this user and owner-only (0600), '
-                f"found mode {stat.S_IMODE(st.st_mode):04o}"
-            )
-        data = os.read(fd, 256)
-    finally:
-        os.close(fd)
-    text = data.decode("ascii", "replace").strip()
-    if len(text) != 32 or any(c not in "0123456789abcdef" for c in text):
-        raise SessionPersistenceCorruptionError(f'store identity file "{path}" is malformed')
-    return text
 
 
 def _sort_time(header: JsonObject) -> int:
