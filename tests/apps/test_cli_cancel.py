@@ -273,3 +273,13 @@ def test_resume_continue_on_the_default_app_never_repeats_a_call_id(dsh: Sandbox
         "call-ledger-notes",
         "call-read-notes",
     ]
+
+
+def test_two_sessions_of_the_default_app_both_record_their_change(dsh: Sandbox) -> None:
+    """The replay script's call ids are fixed, but each session's ledger key is its own."""
+    for session_id in ("s-one", "s-two"):
+        run = dsh("run", "--session", session_id, "Write a haiku about durable logs into notes.txt")
+        assert run.returncode == 0, run.stderr
+        assert '✓ append_ledger: {"status":"appended"' in run.stderr, run.stderr
+    records = [json.loads(line) for line in (dsh.home / "ledger.jsonl").read_text().splitlines()]
+    assert len({record["key"] for record in records}) == 2
