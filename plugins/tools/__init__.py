@@ -1,8 +1,9 @@
 """Tools runtime (`dsh-tools`): the `tools` service, the `Tool` type and the execution pipeline.
 
 Namespace plugin: `apply(ctx, config)` provides `ctx.tools`. Register a tool from any plugin with
-`ctx.tools.register(Tool(name=..., description=..., parameters=..., execute=...))`; it is undone
-with that plugin. Events (dispatched through `exec.agent.ctx` when the call has an agent):
+`ctx.tools.register(Tool(name=..., description=..., parameters=..., execute=...))` or of an
+async function decorated with `@tool` (docs/writing-tools.md); it is undone with that plugin.
+Events (dispatched through `exec.agent.ctx` when the call has an agent):
 `tools/pre-execute` waterfall `(exec, next)` → `Allow | Deny | Ask`; `tools/execute` waterfall
 `(exec, next)` → result; `tools/post-execute` waterfall `(exec, result, next)` → `Accept |
 Block`; `tools/result` emit `(exec, result)`. Waterfall listeners are async and `await next()`.
@@ -19,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .decisions import Accept, Allow, Ask, Block, Deny
+from .decorator import tool
 from .errors import (
     ToolArgsError,
     ToolCancelledError,
@@ -79,6 +81,7 @@ __all__ = [
     "failure_result",
     "idempotency_key",
     "name",
+    "tool",
 ]
 
 name = "tools"
