@@ -26,6 +26,8 @@ class Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: The longest provider retry-after (ms) worth waiting for; a failure asking for longer
+    #: ends the turn at once.
     max_wait_ms: int = Field(default=60000, ge=0)
 
 
