@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from plugins.llm import RetryPolicy
 from plugins.llm_openai.adapter import OpenAIAdapter
+from plugins.llm_openai.secrets import LogScrubber
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -69,4 +70,12 @@ async def apply(ctx: Context, config: Config) -> Callable[[], Awaitable[None]]:
     except BaseException:
         await client.aclose()
         raise
-    return client.aclose
+    scrubber = None if config.api_key_env is None else LogScrubber(config.api_key_env)
+    detach = None if scrubber is None else scrubber.install()
+
+    async def close() -> None:
+        if detach is not None:
+            detach()
+        await client.aclose()
+
+    return close

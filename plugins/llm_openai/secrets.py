@@ -6,14 +6,18 @@ whitespace at either end, characters outside Latin-1) with one `AUTH` error that
 variable, never the key. `scrubbed_failure` turns anything the adapter raises into the
 `LlmError` it reports, with every form of the key (raw, `repr`-escaped as str or bytes,
 JSON-escaped, percent-encoded, bytes read as Latin-1) replaced by `REDACTED` in each text, and a
-`requestId` that carried the key dropped.
+`requestId` that carried the key dropped. `LogScrubber` does the same to every record of the HTTP
+client's loggers (their debug traces print the response headers a hostile server may echo the
+key in).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote_from_bytes
 
@@ -74,6 +78,55 @@ def scrubbed_failure(error: Exception, key: ApiKey | None) -> LlmError:
     if isinstance(request_id, str) and key.scrub(request_id) != request_id:
         del failure["requestId"]
     return LlmError(failure)
+
+
+class LogScrubber(logging.Filter):
+    """Scrubs the key held in the variable `env` from the records of the `httpx` and `httpcore`
+    loggers (a logger's filters do not reach its children, so each one gets it)."""
+
+    LOGGERS = (
+        "httpx",
+        "httpcore.connection",
+        "httpcore.http11",
+        "httpcore.http2",
+        "httpcore.proxy",
+        "httpcore.socks",
+    )
+
+    def __init__(self, env: str) -> None:
+        super().__init__()
+        self._env = env
+        self._cached: tuple[str, ApiKey] | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite the record's message without the key; never drops a record."""
+        value = os.environ.get(self._env)
+        if not value:
+            return True
+        if self._cached is None or self._cached[0] != value:
+            self._cached = (value, ApiKey(self._env, value))
+        message = record.getMessage()
+        scrubbed = self._cached[1].scrub(message)
+        if scrubbed != message:
+            record.msg, record.args = scrubbed, None
+        return True
+
+    def install(self) -> Callable[[], None]:
+        """Attach to every `httpx` / `httpcore` logger; returns the detacher."""
+        names = set(self.LOGGERS) | {
+            name
+            for name in list(logging.root.manager.loggerDict)
+            if name.split(".")[0] in ("httpx", "httpcore")
+        }
+        loggers = [logging.getLogger(name) for name in sorted(names)]
+        for logger in loggers:
+            logger.addFilter(self)
+
+        def detach() -> None:
+            for logger in loggers:
+                logger.removeFilter(self)
+
+        return detach
 
 
 def _problem(value: str) -> str | None:

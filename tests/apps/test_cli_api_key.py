@@ -96,10 +96,12 @@ def stored_bytes(dsh: Sandbox) -> dict[str, bytes]:
 
 
 def run(dsh: Sandbox, server: ChatServer, key: str, session: str, *, human: bool) -> Outputs:
-    """`run --json` (and, with `human`, the human `run` of `<session>-h`), then `show --json`
-    (and `show`) of each: every output as bytes, by name."""
+    """`run --json` (and, with `human`, the human `run --debug` of `<session>-h`), then
+    `show --json` (and `show`) of each: every output as bytes, by name."""
     outputs: Outputs = {}
-    for name, extra in ((f"{session}-h", ()), (session, ("--json",)))[0 if human else 1 :]:
+    for name, extra in ((f"{session}-h", ("--debug",)), (session, ("--json",)))[
+        0 if human else 1 :
+    ]:
         result = dsh(
             "run", "--session", name, *extra, "hi", "--patch", OVERLAY, env=env(server, key)
         )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from urllib.parse import quote, quote_plus
 
 import pytest
 
 from plugins.llm import HarnessError, LlmError
-from plugins.llm_openai.secrets import REDACTED, ApiKey, scrubbed_failure
+from plugins.llm_openai.secrets import REDACTED, ApiKey, LogScrubber, scrubbed_failure
 
 ENV = "DSH_TEST_SECRET_KEY"
 KEY = 'sk-Ab1 é"\\%/+'
@@ -124,3 +125,21 @@ def test_any_exception_becomes_a_scrubbed_llm_error(monkeypatch: pytest.MonkeyPa
     }
     same = LlmError("kept", "SERVER")
     assert scrubbed_failure(same, None) is same
+
+
+def test_the_http_client_logs_are_scrubbed_while_installed(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(ENV, KEY)
+    headers = [(b"x-request-id", KEY.encode("latin-1"))]
+    detach = LogScrubber(ENV).install()
+    with caplog.at_level(logging.DEBUG):
+        logging.getLogger("httpcore.http11").debug("headers=%r", headers)
+        logging.getLogger("httpx").info("HTTP Request: %s", f"POST {KEY}")
+        detach()
+        logging.getLogger("httpx").info("after: %s", KEY)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"headers=[(b'x-request-id', b'{REDACTED}')]",
+        f"HTTP Request: POST {REDACTED}",
+        f"after: {KEY}",  # detached: the filter left with the plugin
+    ]
