@@ -121,5 +121,9 @@ class PersistenceBackend(Protocol):
         """The live writer holding `session_id`'s lock in another process or instance, or None
         when the lock is free (or held by this instance); reads only, takes nothing."""
 
+    async def store_identity(self) -> str:
+        """The store's random id, created once with the store and kept in it (stable across
+        processes and instances over the same storage; docs/tools-and-cancellation.md)."""
+
     async def aclose(self) -> None:
         """Release every lock and resource."""

@@ -138,6 +138,10 @@ class SessionPersistenceService(Service):
         when no other writer holds it; reads only."""
         return await self._coordinator.owner(session_id)
 
+    async def identity(self) -> str:
+        """The store's random id, persisted once in the store (see `PersistenceBackend`)."""
+        return await self.backend.store_identity()
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:

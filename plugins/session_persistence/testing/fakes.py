@@ -112,5 +112,8 @@ class FaultInjector:
     async def owner(self, session_id: str) -> Owner | None:
         return await self.inner.owner(session_id)
 
+    async def store_identity(self) -> str:
+        return await self.inner.store_identity()
+
     async def aclose(self) -> None:
         await self.inner.aclose()
