@@ -68,17 +68,18 @@ async def apply(ctx: Any, config: Config) -> None:
         server: Connection(ctx, server, settings) for server, settings in config.servers.items()
     }
     listings: dict[str, Listing] = {}
-    failures: list[McpStartError] = []
+    errors: dict[str, McpStartError] = {}
 
     async def start(connection: Connection) -> None:
         try:
             listings[connection.name] = await connection.start()
         except McpStartError as error:
-            failures.append(error)
+            errors[connection.name] = error
 
     async with anyio.create_task_group() as group:
         for connection in connections.values():
             group.start_soon(start, connection)
+    failures = [errors[server] for server in connections if server in errors]
     if len(failures) == 1:
         raise failures[0]
     if failures:
@@ -86,6 +87,6 @@ async def apply(ctx: Any, config: Config) -> None:
     for server, connection in connections.items():
         for tool in build_tools(connection, listings[server].tools):
             ctx.tools.register(tool)
-    recorder = ToolListRecorder(ctx, connections)
+    recorder = ToolListRecorder(ctx, connections.values())
     ctx.on("tools/pre-execute", recorder.pre_execute)
     ctx.on("session/disposed", recorder.forget)

@@ -9,7 +9,7 @@ A server restarted within the turn is recorded again (its list may have changed)
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
 
 from plugins.tools import Allow, Ask, Deny, ToolExecution
@@ -25,9 +25,9 @@ _CALL_LOOKBACK: Final = 512
 class ToolListRecorder:
     """Remembers, per live session, which server generations its current turn has recorded."""
 
-    def __init__(self, ctx: Any, connections: Mapping[str, Connection]) -> None:
+    def __init__(self, ctx: Any, connections: Iterable[Connection]) -> None:
         self._ctx = ctx
-        self._connections = connections
+        self._connections = frozenset(connections)
         #: session id -> (turn, {server: generation recorded in that turn})
         self._seen: dict[str, tuple[Any, dict[str, int]]] = {}
 
@@ -38,8 +38,9 @@ class ToolListRecorder:
         agent = exec.agent
         if agent is not None and getattr(agent, "session", None) is not None:
             tool = self._ctx.tools.get(exec.name, agent)
-            if isinstance(tool, McpTool) and tool.server in self._connections:
-                self.record(agent.session, exec.call_id, self._connections[tool.server])
+            connection = tool.connection if isinstance(tool, McpTool) else None
+            if connection is not None and connection in self._connections:
+                self.record(agent.session, exec.call_id, connection)
         return await next()
 
     def forget(self, session: Any) -> None:

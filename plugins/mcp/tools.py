@@ -44,10 +44,15 @@ class McpToolListError(HarnessError):
 
 @dataclass(frozen=True, eq=False)
 class McpTool(Tool):
-    """A tool served by an MCP server: `server` and its own name there (`remote_name`)."""
+    """A tool served by an MCP server: its `connection` and its own name there."""
 
-    server: str = ""
+    connection: Connection | None = None
     remote_name: str = ""
+
+    @property
+    def server(self) -> str:
+        """The configured server name."""
+        return "" if self.connection is None else self.connection.name
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -89,7 +94,7 @@ def build_tools(connection: Connection, remote: Sequence[RemoteTool]) -> list[Mc
                 timeout_ms=server.timeout_ms,
                 is_concurrency_safe=read_only,
                 read_only=read_only,
-                server=connection.name,
+                connection=connection,
                 remote_name=tool.name,
             )
         )
@@ -108,7 +113,10 @@ def _body(connection: Connection, remote_name: str) -> Any:
         if not isinstance(args, dict):
             raise TypeError("MCP tool arguments must be a JSON object")
         result = await connection.call(remote_name, args, exec.idempotency_key, exec.signal)
-        blocks = [block.model_dump(by_alias=True, mode="json") for block in result.content]
+        blocks = [
+            block.model_dump(by_alias=True, mode="json", exclude_none=True)
+            for block in result.content
+        ]
         if result.is_error:
             text = "\n".join(block["text"] for block in text_blocks(blocks))
             raise McpToolError(text or "the tool reported an error without a message")
