@@ -81,6 +81,8 @@ class Connection:
         self._live: _Live | None = None
         self._starting = anyio.Lock()
         self._generation = 0
+        #: A failed start made by `prepare`, reported by the next call instead of a second try.
+        self._failed: McpStartError | None = None
 
     @property
     def listing(self) -> Listing | None:
@@ -112,6 +114,18 @@ class Connection:
                 raise McpStartError(self.name, _reason(error)) from None
             return self._live.listing
 
+    async def prepare(self) -> bool:
+        """Start the server if it is down, ahead of a call; True if it is up.
+
+        A failure is kept for the next `call`, which reports it rather than starting again.
+        """
+        try:
+            await self.start()
+        except McpStartError as error:
+            self._failed = error
+            return False
+        return True
+
     async def call(
         self, tool: str, arguments: dict[str, Any], key: str, signal: AbortSignal
     ) -> CallToolResult:
@@ -121,7 +135,10 @@ class Connection:
         connection ended mid-call: outcome unknown) or `McpCallError` (an MCP error response).
         """
         with abort_scope(signal):
+            failed, self._failed = self._failed, None
             try:
+                if failed is not None and not self.up:
+                    raise failed
                 await self.start()
             except McpStartError as error:
                 raise McpServerUnavailableError(self.name, error.reason) from None

@@ -1,8 +1,10 @@
 """The `mcp/tools` session event: what a server offered, recorded when a turn first uses it.
 
-Written from `tools/pre-execute`, so it lands after the call's `tool/call` and before the
-checkpoint that makes the call durable (no extra flush). It is `ignorable: true`: a harness that
-does not know the type still loads the log. Data (see docs/mcp.md):
+Written from `tools/pre-execute` once the call is allowed, so it lands after the call's
+`tool/call` and before the checkpoint that makes the call durable (no extra flush). A server
+that is down is started there, so the record shows the list the call will meet. It is
+`ignorable: true`: a harness that does not know the type still loads the log. Data (see
+docs/mcp.md):
 `{"server", "turn", "serverInfo": {"name", "version"}, "tools": [the tools as MCP listed them]}`.
 A server restarted within the turn is recorded again (its list may have changed).
 """
@@ -34,14 +36,18 @@ class ToolListRecorder:
     async def pre_execute(
         self, exec: ToolExecution, next: Callable[[], Awaitable[Allow | Deny | Ask]]
     ) -> Allow | Deny | Ask:
-        """`tools/pre-execute` listener: record the server's list, then let the call go on."""
+        """`tools/pre-execute` listener: once the call is allowed, make sure its server runs
+        (a restart lists the tools again) and record the list the call will meet."""
+        decision = await next()
         agent = exec.agent
-        if agent is not None and getattr(agent, "session", None) is not None:
-            tool = self._ctx.tools.get(exec.name, agent)
-            connection = tool.connection if isinstance(tool, McpTool) else None
-            if connection is not None and connection in self._connections:
-                self.record(agent.session, exec.call_id, connection)
-        return await next()
+        session = getattr(agent, "session", None)
+        if not isinstance(decision, Allow) or session is None:
+            return decision
+        tool = self._ctx.tools.get(exec.name, agent)
+        connection = tool.connection if isinstance(tool, McpTool) else None
+        if connection in self._connections and await connection.prepare():
+            self.record(session, exec.call_id, connection)
+        return decision
 
     def forget(self, session: Any) -> None:
         """`session/disposed` listener."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 
 import plugins.mcp as mcp_plugin
@@ -62,6 +64,21 @@ def marked(mark: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def code(result: ToolExecutionResult) -> str | None:
+    """The result's `error.info.code` (None for a success or a plain failure)."""
+    info = None if result.error is None else result.error.info
+    return None if info is None else info["code"]
+
+
+async def eventually(predicate: Any, timeout: float = 20.0) -> None:
+    """Wait until `predicate()` is true (polling), or fail after `timeout` seconds."""
+    with anyio.fail_after(timeout):
+        for _ in itertools.count():
+            if predicate():
+                return
+            await anyio.sleep(0.02)
 
 
 def wait_until(predicate: Any, timeout: float = 10.0) -> bool:
@@ -125,9 +142,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def http_toy(state: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def http_toy(state: Path, port: int | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """The toy server on streamable HTTP at 127.0.0.1 (a child process); yields its MCP url."""
-    port = free_port()
+    port = free_port() if port is None else port
     process = subprocess.Popen(
         [sys.executable, str(TOY), "--http", str(port), "--state", str(state)],
         stdout=subprocess.DEVNULL,
@@ -148,3 +165,33 @@ def http_toy(state: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     finally:
         process.kill()
         process.wait()
+
+
+@asynccontextmanager
+async def agent_stack(
+    responses: list[Any], servers: dict[str, Any], root: Path | None = None
+) -> AsyncIterator[Context]:
+    """The agent runtime (replay model, JSONL sessions under `root` if given) with dsh-mcp."""
+    import plugins.agent
+    import plugins.llm
+    import plugins.llm_replay
+    import plugins.session
+    import plugins.session_persistence_jsonl
+
+    async with Context() as ctx:
+        await ctx.plugin(plugins.session)
+        await ctx.plugin(plugins.llm)
+        await ctx.plugin(tools_plugin)
+        if root is not None:
+            await ctx.plugin(
+                plugins.session_persistence_jsonl, {"root": str(root), "compression": "none"}
+            )
+        await ctx.plugin(plugins.llm_replay, {"responses": responses})
+        await ctx.plugin(mcp_plugin, {"servers": servers})
+        await ctx.plugin(plugins.agent, {"provider": "replay", "model": "replay"})
+        yield ctx
+
+
+def call(call_id: str, name: str, arguments: Any = None) -> dict[str, Any]:
+    """A scripted tool call."""
+    return {"id": call_id, "name": name, "arguments": {} if arguments is None else arguments}

@@ -7,7 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_helpers import mounted, starts, toy
+from mcp_helpers import code, eventually, mounted, starts, toy
 
 from framework import AbortController
 from plugins.mcp import IDEMPOTENCY_META_KEY, McpTool
@@ -31,6 +31,7 @@ async def test_tools_are_registered_as_mcp_server_tool(tmp_path: Path) -> None:
             "mcp__toy__crash",
             "mcp__toy__echo",
             "mcp__toy__fail",
+            "mcp__toy__headers",
             "mcp__toy__lookup",
             "mcp__toy__meta",
             "mcp__toy__reject",
@@ -89,8 +90,7 @@ async def test_an_mcp_error_response_is_a_failed_tool_result(tmp_path: Path) -> 
 async def test_arguments_are_checked_against_the_translated_schema(tmp_path: Path) -> None:
     async with mounted({"toy": toy(tmp_path)}) as m:
         bad = await m.call("mcp__toy__echo", {"text": 3})
-        assert bad.error is not None and bad.error.info is not None
-        assert bad.error.info["code"] == "INVALID_ARGS"
+        assert code(bad) == "INVALID_ARGS"
         assert starts(tmp_path) == starts(tmp_path)[:1]  # nothing was sent or restarted
         # `shapes` uses $ref, minLength, pattern, anyOf: relaxed keywords are the server's job.
         shapes = m.root.tools.get("mcp__toy__shapes")
@@ -107,8 +107,7 @@ async def test_arguments_are_checked_against_the_translated_schema(tmp_path: Pat
         # The server still enforces what the subset could not say (minLength 2 here).
         short = await m.call("mcp__toy__shapes", {"name": "a", "points": [{"x": 1, "y": 2}]})
         assert short.is_error
-        assert short.error is not None and short.error.info is not None
-        assert short.error.info["code"] in ("MCP_TOOL_ERROR", "MCP_ERROR")
+        assert code(short) in ("MCP_TOOL_ERROR", "MCP_ERROR")
 
 
 async def test_read_only_comes_from_the_hint_or_the_config(tmp_path: Path) -> None:
@@ -131,8 +130,7 @@ async def test_the_allow_list_limits_what_is_registered(tmp_path: Path) -> None:
         names = sorted(schema["name"] for schema in m.root.tools.schemas())
         assert names == ["mcp__toy__echo", "mcp__toy__lookup"]
         result = await m.call("mcp__toy__fail")
-        assert result.error is not None and result.error.info is not None
-        assert result.error.info["code"] == "UNKNOWN_TOOL"
+        assert code(result) == "UNKNOWN_TOOL"
 
 
 async def test_a_timeout_is_the_policy_result_and_the_server_goes_on(tmp_path: Path) -> None:
@@ -153,16 +151,12 @@ async def test_an_abort_cancels_the_request(tmp_path: Path) -> None:
         async with anyio.create_task_group() as group:
 
             async def abort_when_started() -> None:
-                while not (tmp_path / "slow.started").exists():
-                    await anyio.sleep(0.02)
+                await eventually((tmp_path / "slow.started").exists)
                 controller.abort()
 
             group.start_soon(abort_when_started)
             with anyio.fail_after(20):
-                result = await m.call(
-                    "mcp__toy__slow", {"seconds": 30}, signal=controller.signal
-                )
-        assert result.error is not None and result.error.info is not None
-        assert result.error.info["code"] == "ABORTED"
+                result = await m.call("mcp__toy__slow", {"seconds": 30}, signal=controller.signal)
+        assert code(result) == "ABORTED"
         again = await m.call("mcp__toy__echo", {"text": "after abort"})
         assert again.content == [{"type": "text", "text": "after abort"}]

@@ -2,9 +2,10 @@
 
     python toy_server.py [--http PORT] [--state DIR] [--exit-on-start] [--hang-on-start]
 
-Tools: `echo`, `meta` (the request's `_meta`), `fail` (an `isError` result), `reject` (an MCP
-error response), `slow` (sleeps `seconds`), `block` (never returns), `crash` (the process exits
-mid-call), `shapes` (a schema outside the subset), `lookup` (annotated read-only).
+Tools: `echo`, `meta` (the request's `_meta`), `headers` (over HTTP), `fail` (an `isError`
+result), `reject` (an MCP error response), `slow` (sleeps `seconds`), `block` (never returns),
+`crash` (the process exits mid-call), `shapes` (a schema outside the subset), `lookup`
+(annotated read-only).
 With `--state DIR` the server appends its pid to `DIR/starts` on every start, refuses to start
 while `DIR/refuse` exists, and writes `DIR/<tool>.started` when `slow`, `block` or `crash` begins.
 """
@@ -45,6 +46,10 @@ def build(state: Path | None) -> MCPServer:
     @server.tool(description="The request's _meta as the server received it.")
     def meta(ctx: Context) -> dict[str, Any]:
         return dict(ctx.request_context.meta or {})
+
+    @server.tool(description="The HTTP request headers (streamable HTTP only).")
+    def headers(ctx: Context) -> dict[str, str]:
+        return dict(ctx.headers or {})
 
     @server.tool(description="Always fails with an isError result.")
     def fail(reason: str = "the toy tool failed") -> str:
