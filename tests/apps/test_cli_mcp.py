@@ -1,0 +1,298 @@
+"""`dsh` with MCP servers: the mcp-time overlay offline, `dsh tools`, boot errors, and a SIGKILL
+of `dsh run` while mcp-server-git commits (the resumed session says the outcome is unknown)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dsh_sandbox import Sandbox
+
+REPO = Path(__file__).resolve().parents[2]
+TIME_OVERLAY = REPO / "config" / "overlays" / "mcp-time.yml"
+PROXY = REPO / "tests" / "plugins" / "mcp" / "slow_proxy.py"
+TOY = REPO / "tests" / "plugins" / "mcp" / "toy_server.py"
+
+
+def _events(dsh: Sandbox, session_id: str) -> list[dict[str, Any]]:
+    shown = dsh("show", session_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    return [json.loads(line) for line in shown.stdout.splitlines()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _children_of(root: Path) -> list[int]:
+    """Live processes whose working directory is `root` (dsh's and its servers')."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/cwd") == str(root) and _alive(int(entry)):
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def _server(name: str) -> str:
+    beside = Path(sys.executable).parent / name
+    assert beside.is_file(), f"{name} is not installed (pip install -e '.[test]')"
+    return str(beside)
+
+
+def test_the_mcp_time_overlay_runs_offline(dsh: Sandbox) -> None:
+    result = dsh(
+        "run", "--patch", TIME_OVERLAY, "--session", "s-time", "What time is it in Tokyo?"
+    )
+    assert result.returncode == 0, result.stderr
+    # The answer goes to stdout; the progress (tool calls and results) to stderr.
+    assert result.stdout.startswith("The time server answered")
+    assert '→ mcp__time__get_current_time {"timezone":"Asia/Tokyo"}' in result.stderr
+    assert '"timezone": "Asia/Tokyo"' in result.stderr
+    assert "+09:00" in result.stderr
+    assert "✓ completed" in result.stderr
+    # The server was stopped with the run: nothing started by dsh outlives it.
+    assert _children_of(dsh.root) == []
+
+    events = _events(dsh, "s-time")
+    (record,) = [event for event in events if event["type"] == "mcp/tools"]
+    assert record["ignorable"] is True
+    assert record["data"]["server"] == "time"
+    assert record["data"]["turn"] == 1
+    assert {tool["name"] for tool in record["data"]["tools"]} == {
+        "get_current_time",
+        "convert_time",
+    }
+    (call,) = [event for event in events if event["type"] == "tool/call"]
+    (answer,) = [event for event in events if event["type"] == "tool/result"]
+    assert call["seq"] < record["seq"] < answer["seq"]
+    assert "error" not in answer["data"]
+
+
+def test_dsh_tools_lists_every_tool_with_its_source(dsh: Sandbox) -> None:
+    listed = dsh("tools", "--patch", TIME_OVERLAY, "--json")
+    assert listed.returncode == 0, listed.stderr
+    tools = {line["name"]: line for line in map(json.loads, listed.stdout.splitlines())}
+    assert sorted(tools) == [
+        "append_ledger",
+        "find_ledger_entry",
+        "list_files",
+        "mcp__time__convert_time",
+        "mcp__time__get_current_time",
+        "read_file",
+        "write_file",
+    ]
+    assert tools["write_file"]["source"] == {"kind": "plugin", "plugin": "demo-tools"}
+    assert tools["write_file"]["readOnly"] is False
+    current = tools["mcp__time__get_current_time"]
+    assert current["source"] == {
+        "kind": "mcp",
+        "server": "time",
+        "tool": "get_current_time",
+        "plugin": "mcp",
+    }
+    assert current["readOnly"] is True  # from the server's readOnlyHint
+    assert current["parameters"]["required"] == ["timezone"]
+    assert current["description"] == "Get current time in a specific timezone"
+
+    table = dsh("tools", "--patch", TIME_OVERLAY)
+    assert table.returncode == 0, table.stderr
+    line = next(row for row in table.stdout.splitlines() if "get_current_time " in row)
+    assert "mcp server time (get_current_time)" in line
+    assert " yes " in line
+    assert _children_of(dsh.root) == []
+
+
+def test_a_missing_command_is_a_check_and_boot_error(dsh: Sandbox) -> None:
+    overlay = dsh.write(
+        "missing.yml",
+        "- insert:\n"
+        "    - id: mcp\n"
+        "      name: dsh-mcp\n"
+        "      config:\n"
+        "        servers:\n"
+        "          gone:\n"
+        "            command: dsh-no-such-mcp-server\n",
+    )
+    message = (
+        'MCP server command "dsh-no-such-mcp-server" was not found (looked on PATH and beside '
+        "the running Python)"
+    )
+    checked = dsh("check", "--patch", overlay)
+    assert checked.returncode == 2
+    (line,) = checked.stdout.splitlines()
+    assert line.startswith(f"{overlay}:5:9: invalid config for entry mcp")
+    assert message in line
+    run = dsh("run", "--patch", overlay, "hi")
+    assert run.returncode == 2
+    (error,) = [line for line in run.stderr.splitlines() if line.startswith("dsh: error: ")]
+    assert error.startswith("dsh: error: failed to boot ")
+    assert message in error
+    assert "Traceback" not in run.stderr
+
+
+def test_a_server_that_does_not_start_is_a_boot_error(dsh: Sandbox) -> None:
+    overlay = dsh.write(
+        "refuses.yml",
+        "- insert:\n"
+        "    - id: mcp\n"
+        "      name: dsh-mcp\n"
+        "      config:\n"
+        "        servers:\n"
+        "          toy:\n"
+        f"            command: {sys.executable}\n"
+        f"            args: [{TOY}, --exit-on-start]\n",
+    )
+    run = dsh("run", "--patch", overlay, "hi")
+    assert run.returncode == 2
+    (error,) = [line for line in run.stderr.splitlines() if line.startswith("dsh: error: ")]
+    assert error.startswith("dsh: error: failed to boot ")
+    assert error.endswith(
+        'MCP server "toy" did not start: the server closed the connection during the handshake; '
+        "its stderr ends with: toy server: refusing to start"
+    )
+
+
+GIT_OVERLAY = """\
+- insert:
+    - id: mcp
+      name: dsh-mcp
+      config:
+        servers:
+          git:
+            command: {python}
+            args: [{proxy}, --hold, git_commit, --state, {state}, --, {server}, --repository, {repo}]
+            cwd: {repo}
+- id: model
+  config:
+    provider: replay
+    model: replay
+    responses:
+{responses}
+"""
+#: The first run commits (the proxy withholds the answer, then the run is killed).
+COMMIT = """      - tool_calls:
+          - id: call-commit
+            name: mcp__git__git_commit
+            arguments: {{repo_path: {repo}, message: "dsh: record the notes"}}
+      - text: never reached
+"""
+#: The resumed run (the replay cursor starts again per process) verifies instead of retrying.
+VERIFY = """      - tool_calls:
+          - id: call-check
+            name: mcp__git__git_log
+            arguments: {{repo_path: {repo}, max_count: 5}}
+      - text: The commit is in the log, so it must not be made again.
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.mark.slow
+def test_sigkill_while_mcp_server_git_commits_resumes_as_outcome_unknown(dsh: Sandbox) -> None:
+    repo = dsh.root / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "dsh@example.invalid")
+    _git(repo, "config", "user.name", "dsh test")
+    (repo / "notes.txt").write_text("durable notes\n")
+    _git(repo, "add", "notes.txt")
+    state = dsh.root / "proxy"
+    state.mkdir()
+    fields = {
+        "python": sys.executable,
+        "proxy": PROXY,
+        "state": state,
+        "server": _server("mcp-server-git"),
+        "repo": repo,
+    }
+    overlay, verify = (
+        dsh.write(name, GIT_OVERLAY.format(responses=script.format(repo=repo), **fields))
+        for name, script in (("git.yml", COMMIT), ("verify.yml", VERIFY))
+    )
+    tools = dsh("tools", "--patch", overlay, "--json")
+    assert tools.returncode == 0, tools.stderr
+    listed = {line["name"]: line for line in map(json.loads, tools.stdout.splitlines())}
+    assert listed["mcp__git__git_commit"]["readOnly"] is False
+    assert listed["mcp__git__git_log"]["readOnly"] is True
+
+    run = dsh.start(
+        "run",
+        "--patch",
+        overlay,
+        "--session",
+        "s-git",
+        "Commit the notes.",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    answered = state / "git_commit.answered"
+    try:
+        deadline = time.monotonic() + 60
+        while not answered.exists():
+            assert run.poll() is None, "dsh run exited early"
+            assert time.monotonic() < deadline, "the commit was never answered"
+            time.sleep(0.02)
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+    # The side effect happened: the server committed before the run died.
+    assert _git(repo, "log", "--format=%s") == "dsh: record the notes\n"
+    # The proxy and the real server saw their stdin close and ended: no orphans.
+    proxy_pid = int((state / "proxy.pid").read_text())
+    server_pid = int((state / "server.pid").read_text())
+    deadline = time.monotonic() + 30
+    while _children_of(repo) or _children_of(dsh.root):
+        assert time.monotonic() < deadline, "MCP server processes outlived dsh run"
+        time.sleep(0.05)
+    assert not _alive(proxy_pid)
+    assert not _alive(server_pid)
+
+    shown = dsh("show", "s-git")
+    assert "mcp__git__git_commit: outcome UNKNOWN (crash repair)" in shown.stdout
+
+    resumed = dsh("resume", "s-git", "Did the commit happen?", "--patch", verify)
+    assert resumed.returncode == 0, resumed.stderr
+    events = _events(dsh, "s-git")
+    (closer,) = [
+        event
+        for event in events
+        if event["type"] == "tool/result"
+        and event["data"]["message"]["source"]["callId"] == "call-commit"
+    ]
+    assert closer["data"]["error"] == {
+        "name": "ToolOutcomeUnknownError",
+        "code": "TOOL_OUTCOME_UNKNOWN",
+    }
+    text = closer["data"]["message"]["content"][0]["content"][0]["text"]
+    assert "Do not retry blindly." in text
+    # The harness never re-sent the commit: one tool/call for it, and still one commit.
+    calls = [event["data"]["name"] for event in events if event["type"] == "tool/call"]
+    assert calls == ["mcp__git__git_commit", "mcp__git__git_log"]
+    assert _git(repo, "log", "--format=%s") == "dsh: record the notes\n"
+    (checked,) = [
+        event
+        for event in events
+        if event["type"] == "tool/result"
+        and event["data"]["message"]["source"]["callId"] == "call-check"
+    ]
+    assert "dsh: record the notes" in json.dumps(checked["data"]["message"])
