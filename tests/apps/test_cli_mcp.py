@@ -56,9 +56,7 @@ def _server(name: str) -> str:
 
 
 def test_the_mcp_time_overlay_runs_offline(dsh: Sandbox) -> None:
-    result = dsh(
-        "run", "--patch", TIME_OVERLAY, "--session", "s-time", "What time is it in Tokyo?"
-    )
+    result = dsh("run", "--patch", TIME_OVERLAY, "--session", "s-time", "What time is it in Tokyo?")
     assert result.returncode == 0, result.stderr
     # The answer goes to stdout; the progress (tool calls and results) to stderr.
     assert result.stdout.startswith("The time server answered")
@@ -176,7 +174,8 @@ GIT_OVERLAY = """\
         servers:
           git:
             command: {python}
-            args: [{proxy}, --hold, git_commit, --state, {state}, --, {server}, --repository, {repo}]
+            args: [{proxy}, --hold, git_commit, --state, {state},
+                   --, {server}, --repository, {repo}]
             cwd: {repo}
 - id: model
   config:

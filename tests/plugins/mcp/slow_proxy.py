@@ -29,7 +29,8 @@ def main() -> None:
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert server.stdin is not None and server.stdout is not None
+    assert server.stdin is not None
+    assert server.stdout is not None
     (args.state / "proxy.pid").write_text(str(os.getpid()))
     (args.state / "server.pid").write_text(str(server.pid))
     held: set[Any] = set()
@@ -49,9 +50,9 @@ def main() -> None:
 def _client_to_server(sink: IO[bytes], hold: str, held: set[Any]) -> None:
     for line in sys.stdin.buffer:
         message = _parse(line)
-        if message is not None and message.get("method") == "tools/call":
-            if (message.get("params") or {}).get("name") == hold:
-                held.add(message.get("id"))
+        params = (message or {}).get("params") or {}
+        if (message or {}).get("method") == "tools/call" and params.get("name") == hold:
+            held.add((message or {}).get("id"))
         sink.write(line)
         sink.flush()
     sink.close()
