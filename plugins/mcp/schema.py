@@ -157,7 +157,11 @@ class _Translator:
         if isinstance(value, str) and value in _TYPES:
             out["type"] = value
             return
-        if not isinstance(value, list) or not value or not all(v in _TYPES for v in value):
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(v, str) and v in _TYPES for v in value)
+        ):
             self.relax("type", where)
             return
         kinds = list(dict.fromkeys(value))

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_helpers import agent_stack, call, toy
+from mcp_helpers import agent_stack, call, starts, toy
 
 from plugins.mcp import EVENT_TYPE
 from plugins.session.messages import derive_messages
@@ -86,3 +86,28 @@ async def test_tool_lists_are_recorded_per_turn_and_failures_stay_results(
     async with agent_stack([], {}, root=sessions) as ctx:
         loaded = (await ctx.sessionPersistence.load("mcp-agent")).events
     assert loaded == live
+
+
+async def test_a_server_that_cannot_restart_is_tried_once_per_call(tmp_path: Path) -> None:
+    script = [
+        {"tool_calls": [call("c1", "mcp__toy__crash")]},
+        {"tool_calls": [call("e1", "mcp__toy__echo", {"text": "x"})]},
+        {"text": "the server is gone"},
+    ]
+    async with agent_stack(script, {"toy": toy(tmp_path)}) as ctx:
+        (tmp_path / "refuse").touch()  # read at start-up only: the running server is fine
+        handle = await ctx.agents.create("mcp-down", meta={"cwd": str(tmp_path)})
+        handle.agent.followup("go")
+        await handle.agent.when_idle()
+        events = list(handle.agent.session.events)
+        await handle.dispose()
+    assert len(starts(tmp_path)) == 2  # the first start, then one refused restart for e1
+    results = {
+        m["source"]["callId"]: m["content"][0]
+        for m in derive_messages(events)
+        if m["source"]["kind"] == "tool"
+    }
+    assert "the call was not sent, so it had no effect" in results["e1"]["content"][0]["text"]
+    # Only the first use in the turn was recorded: the refused restart listed nothing.
+    assert [e["data"]["turn"] for e in events if e["type"] == EVENT_TYPE] == [1]
+    assert events[-1]["data"] == {"turn": 1, "reason": {"kind": "completed"}}
