@@ -295,3 +295,30 @@ def test_sigkill_while_mcp_server_git_commits_resumes_as_outcome_unknown(dsh: Sa
         and event["data"]["message"]["source"]["callId"] == "call-check"
     ]
     assert "dsh: record the notes" in json.dumps(checked["data"]["message"])
+
+
+def test_the_mcp_git_example_overlay_reports_the_status(dsh: Sandbox) -> None:
+    repo = dsh.root / "project"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "draft.txt").write_text("work in progress\n")
+    overlay = REPO / "config" / "overlays" / "mcp-git.yml"
+    env = {"DSH_GIT_REPO": str(repo)}
+    checked = dsh("check", "--patch", overlay, env=env)
+    assert checked.returncode == 0, checked.stdout
+    result = dsh("run", "--patch", overlay, "What changed?", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "→ mcp__git__git_status" in result.stderr
+    assert "draft.txt" in result.stderr
+    listed = dsh("tools", "--patch", overlay, "--json", env=env)
+    tools = {line["name"]: line for line in map(json.loads, listed.stdout.splitlines())}
+    git_tools = {name: info["readOnly"] for name, info in tools.items() if "__git__" in name}
+    assert git_tools == {
+        "mcp__git__git_add": False,
+        "mcp__git__git_commit": False,
+        "mcp__git__git_diff_staged": True,
+        "mcp__git__git_diff_unstaged": True,
+        "mcp__git__git_log": True,
+        "mcp__git__git_show": True,
+        "mcp__git__git_status": True,
+    }
