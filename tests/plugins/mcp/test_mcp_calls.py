@@ -140,6 +140,7 @@ async def test_a_timeout_is_the_policy_result_and_the_server_goes_on(tmp_path: P
         assert result.to_json() == failure(
             "tool call timed out after 300ms", "ToolTimeoutError", "TOOL_TIMEOUT"
         )
+        await eventually((tmp_path / "slow.cancelled").exists)
         again = await m.call("mcp__toy__echo", {"text": "still here"})
         assert again.content == [{"type": "text", "text": "still here"}]
         assert len(starts(tmp_path)) == 1
@@ -158,5 +159,7 @@ async def test_an_abort_cancels_the_request(tmp_path: Path) -> None:
             with anyio.fail_after(20):
                 result = await m.call("mcp__toy__slow", {"seconds": 30}, signal=controller.signal)
         assert code(result) == "ABORTED"
+        # The client told the server (notifications/cancelled): the tool was interrupted.
+        await eventually((tmp_path / "slow.cancelled").exists)
         again = await m.call("mcp__toy__echo", {"text": "after abort"})
         assert again.content == [{"type": "text", "text": "after abort"}]

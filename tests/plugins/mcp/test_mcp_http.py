@@ -44,7 +44,8 @@ async def test_a_server_that_goes_away_is_a_result_and_reconnects_when_back(tmp_
             process.wait()
             with anyio.fail_after(30):
                 gone = await m.call("mcp__web__echo", {"text": "anyone?"})
-            assert code(gone) in ("MCP_SERVER_DIED", "MCP_SERVER_UNAVAILABLE")
+            # Over HTTP the client cannot tell whether the request reached the server: "may".
+            assert code(gone) == "MCP_SERVER_DIED"
             # Nothing listens any more: the next call cannot reconnect, and says so.
             with anyio.fail_after(30):
                 down = await m.call("mcp__web__echo", {"text": "anyone?"})

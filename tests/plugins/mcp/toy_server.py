@@ -7,7 +7,8 @@ result), `reject` (an MCP error response), `slow` (sleeps `seconds`), `block` (n
 `crash` (the process exits mid-call), `shapes` (a schema outside the subset), `lookup`
 (annotated read-only).
 With `--state DIR` the server appends its pid to `DIR/starts` on every start, refuses to start
-while `DIR/refuse` exists, and writes `DIR/<tool>.started` when `slow`, `block` or `crash` begins.
+while `DIR/refuse` exists, and writes `DIR/<tool>.started` when `slow`, `block` or `crash` begins (and `DIR/slow.cancelled` when the
+client cancels `slow`).
 """
 
 from __future__ import annotations
@@ -62,7 +63,12 @@ def build(state: Path | None) -> MCPServer:
     @server.tool(description="Sleep, then answer.")
     async def slow(seconds: float) -> str:
         started("slow")
-        await anyio.sleep(seconds)
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            if state is not None:
+                (state / "slow.cancelled").touch()
+            raise
         return f"slept {seconds}s"
 
     @server.tool(description="Never answers.")
