@@ -6,14 +6,14 @@ stops them before it returns). `--json` prints one object per tool with its para
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from framework import Context
 from framework.loader import boot
-from plugins.mcp import McpTool
 from plugins.session.jsonutil import dumps
 from plugins.tools import Tool
 
@@ -21,6 +21,9 @@ from .console import consoles
 from .errors import OK, CliError
 from .main import Debug, Json, Manifest, Patches, _execute
 from .paths import default_manifest
+
+if TYPE_CHECKING:
+    from plugins.mcp import McpTool
 
 
 @dataclass(frozen=True)
@@ -56,16 +59,24 @@ def tool_infos(ctx: Context) -> list[ToolInfo]:
     tools = ctx.get("tools")
     if tools is None:
         raise CliError("this manifest mounts no tools service (add a row with name: dsh-tools)")
+    mcp_tool = _mcp_tool_type()
     infos = []
     for schema in sorted(tools.schemas(), key=lambda s: str(s["name"])):
         tool: Tool = tools.get(schema["name"])
         plugin = tools.source(tool)
         source: dict[str, Any] = {"kind": "plugin", "plugin": plugin}
-        if isinstance(tool, McpTool):
+        if mcp_tool is not None and isinstance(tool, mcp_tool):
             source = {"kind": "mcp", "server": tool.server, "tool": tool.remote_name}
             source["plugin"] = plugin
         infos.append(ToolInfo(tool.name, source, tool.read_only, tool.description, tool.parameters))
     return infos
+
+
+def _mcp_tool_type() -> type[McpTool] | None:
+    """`McpTool` if dsh-mcp was imported (only then can MCP tools exist); the MCP SDK is slow
+    to import, so `dsh` does not import it for manifests without MCP servers."""
+    module = sys.modules.get("plugins.mcp")
+    return None if module is None else module.McpTool
 
 
 def tools(
