@@ -23,8 +23,10 @@ def failure(message: str, name: str, code: str) -> dict[str, Any]:
     }
 
 
-async def test_tools_are_registered_as_mcp_server_tool(tmp_path: Path) -> None:
-    async with mounted({"toy": toy(tmp_path)}) as m:
+async def test_tools_are_registered_as_mcp_server_tool_with_read_only_marks(
+    tmp_path: Path,
+) -> None:
+    async with mounted({"toy": toy(tmp_path, read_only=["echo"])}) as m:
         names = sorted(schema["name"] for schema in m.root.tools.schemas())
         assert names == [
             "mcp__toy__block",
@@ -44,9 +46,14 @@ async def test_tools_are_registered_as_mcp_server_tool(tmp_path: Path) -> None:
         assert echo.description == "Echo the text back."
         assert echo.parameters["properties"]["text"]["type"] == "string"
         assert echo.parameters["required"] == ["text"]
+        # Read-only: `echo` by the config, `lookup` by its readOnlyHint; those run in parallel.
+        read_only = {name for name in names if m.root.tools.get(name).read_only}
+        assert read_only == {"mcp__toy__echo", "mcp__toy__lookup"}
+        assert m.root.tools.get("mcp__toy__lookup").concurrency_safe({}) is True
+        assert m.root.tools.get("mcp__toy__crash").concurrency_safe({}) is False
 
 
-async def test_a_call_returns_the_server_content(tmp_path: Path) -> None:
+async def test_results_and_failures_are_tool_results(tmp_path: Path) -> None:
     async with mounted({"toy": toy(tmp_path)}) as m:
         result = await m.call("mcp__toy__echo", {"text": "hello"})
         assert result.to_json() == {
@@ -57,34 +64,23 @@ async def test_a_call_returns_the_server_content(tmp_path: Path) -> None:
                 "structuredContent": {"result": "hello"},
             },
         }
-
-
-async def test_the_idempotency_key_travels_in_meta(tmp_path: Path) -> None:
-    async with mounted({"toy": toy(tmp_path)}) as m:
-        result = await m.call("mcp__toy__meta", key="s-1:call-7")
-        assert result.value["structuredContent"][IDEMPOTENCY_META_KEY] == "s-1:call-7"
+        # The durable call's idempotency key travels in `_meta`.
+        meta = await m.call("mcp__toy__meta", key="s-1:call-7")
+        assert meta.value["structuredContent"][IDEMPOTENCY_META_KEY] == "s-1:call-7"
         # Without a caller-supplied key the tools service derives one; it is forwarded too.
         other = await m.call("mcp__toy__meta", call_id="call-8")
-        forwarded = other.value["structuredContent"][IDEMPOTENCY_META_KEY]
-        assert forwarded.endswith(":call-8")
-
-
-async def test_an_is_error_result_is_a_failed_tool_result(tmp_path: Path) -> None:
-    async with mounted({"toy": toy(tmp_path)}) as m:
-        result = await m.call("mcp__toy__fail", {"reason": "disk on fire"})
-        # The message is the tool's own text, as the server wrote it.
-        message = "Error executing tool fail: disk on fire"
-        assert result.to_json() == failure(message, "McpToolError", "MCP_TOOL_ERROR")
-
-
-async def test_an_mcp_error_response_is_a_failed_tool_result(tmp_path: Path) -> None:
-    async with mounted({"toy": toy(tmp_path)}) as m:
-        result = await m.call("mcp__toy__reject")
+        assert other.value["structuredContent"][IDEMPOTENCY_META_KEY].endswith(":call-8")
+        # `isError`: the message is the tool's own text, as the server wrote it.
+        failed = await m.call("mcp__toy__fail", {"reason": "disk on fire"})
+        assert failed.to_json() == failure(
+            "Error executing tool fail: disk on fire", "McpToolError", "MCP_TOOL_ERROR"
+        )
+        rejected = await m.call("mcp__toy__reject")
         message = (
             'MCP server "toy" rejected the call to "reject": the toy server rejects this call '
             "(MCP error -32602)"
         )
-        assert result.to_json() == failure(message, "McpCallError", "MCP_ERROR")
+        assert rejected.to_json() == failure(message, "McpCallError", "MCP_ERROR")
 
 
 async def test_arguments_are_checked_against_the_translated_schema(tmp_path: Path) -> None:
@@ -108,21 +104,6 @@ async def test_arguments_are_checked_against_the_translated_schema(tmp_path: Pat
         short = await m.call("mcp__toy__shapes", {"name": "a", "points": [{"x": 1, "y": 2}]})
         assert short.is_error
         assert code(short) in ("MCP_TOOL_ERROR", "MCP_ERROR")
-
-
-async def test_read_only_comes_from_the_hint_or_the_config(tmp_path: Path) -> None:
-    async with mounted({"toy": toy(tmp_path, read_only=["echo"])}) as m:
-        flags = {
-            schema["name"]: m.root.tools.get(schema["name"]).read_only
-            for schema in m.root.tools.schemas()
-        }
-        assert {name for name, flag in flags.items() if flag} == {
-            "mcp__toy__echo",
-            "mcp__toy__lookup",
-        }
-        lookup = m.root.tools.get("mcp__toy__lookup")
-        assert lookup.concurrency_safe({}) is True
-        assert m.root.tools.get("mcp__toy__crash").concurrency_safe({}) is False
 
 
 async def test_the_allow_list_limits_what_is_registered(tmp_path: Path) -> None:

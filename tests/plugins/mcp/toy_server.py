@@ -7,8 +7,8 @@ result), `reject` (an MCP error response), `slow` (sleeps `seconds`), `block` (n
 `crash` (the process exits mid-call), `shapes` (a schema outside the subset), `lookup`
 (annotated read-only).
 With `--state DIR` the server appends its pid to `DIR/starts` on every start, refuses to start
-while `DIR/refuse` exists, and writes `DIR/<tool>.started` when `slow`, `block` or `crash` begins (and `DIR/slow.cancelled` when the
-client cancels `slow`).
+while `DIR/refuse` exists, writes `DIR/<tool>.started` when `slow`, `block` or `crash` begins,
+and `DIR/slow.cancelled` when the client cancels `slow`.
 """
 
 from __future__ import annotations
