@@ -102,6 +102,23 @@ async def test_a_failed_restart_is_a_result_saying_the_call_was_not_sent(
         assert ok.content == [{"type": "text", "text": "x"}]
 
 
+async def test_a_call_whose_server_hangs_on_restart_times_out_and_reaps_it(
+    tmp_path: Path,
+) -> None:
+    async with mounted({"toy": toy(tmp_path, timeout_ms=1500)}, timeouts=True) as m:
+        await m.call("mcp__toy__crash")
+        (tmp_path / "hang").touch()
+        with anyio.fail_after(30):
+            result = await m.call("mcp__toy__echo", {"text": "x"})
+        assert code(result) == "TOOL_TIMEOUT"
+        first, hung = starts(tmp_path)
+        assert not alive(first)
+        assert not alive(hung)  # the cancelled start stopped the process it had spawned
+        (tmp_path / "hang").unlink()
+        ok = await m.call("mcp__toy__echo", {"text": "x"})
+        assert ok.content == [{"type": "text", "text": "x"}]
+
+
 async def _mount_failure(servers: dict[str, Any]) -> BaseException:
     async with Context() as root:
         await root.plugin(tools_plugin)

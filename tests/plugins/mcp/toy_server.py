@@ -7,8 +7,8 @@ result), `reject` (an MCP error response), `slow` (sleeps `seconds`), `block` (n
 `crash` (the process exits mid-call), `shapes` (a schema outside the subset), `lookup`
 (annotated read-only).
 With `--state DIR` the server appends its pid to `DIR/starts` on every start, refuses to start
-while `DIR/refuse` exists, writes `DIR/<tool>.started` when `slow`, `block` or `crash` begins,
-and `DIR/slow.cancelled` when the client cancels `slow`.
+while `DIR/refuse` exists, hangs at start while `DIR/hang` exists, writes `DIR/<tool>.started`
+when `slow`, `block` or `crash` begins, and `DIR/slow.cancelled` when the client cancels `slow`.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def main() -> None:
     if args.exit_on_start or (args.state is not None and (args.state / "refuse").exists()):
         print("toy server: refusing to start", file=sys.stderr)
         sys.exit(5)
-    if args.hang_on_start:
+    if args.hang_on_start or (args.state is not None and (args.state / "hang").exists()):
         time.sleep(3600)
     server = build(args.state)
     if args.http is not None:
