@@ -11,6 +11,7 @@ gone starts a new one first (see docs/mcp.md).
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -24,7 +25,14 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
-from mcp.types import CONNECTION_CLOSED, CallToolResult, Implementation, RequestParamsMeta, Tool
+from mcp.types import (
+    CONNECTION_CLOSED,
+    CallToolResult,
+    Implementation,
+    PaginatedRequestParams,
+    RequestParamsMeta,
+    Tool,
+)
 
 from framework import AbortSignal, abort_scope
 
@@ -158,7 +166,7 @@ class Connection:
         """The connection task: open, hand the live session over, hold it until it ends."""
         started = False
         try:
-            with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+            with tempfile.TemporaryFile() as errlog:
                 try:
                     async with self._session(errlog) as live:
                         task_status.started(live)
@@ -177,7 +185,7 @@ class Connection:
                 log.debug('MCP server "%s" connection closed', self.name)
 
     @asynccontextmanager
-    async def _session(self, errlog: IO[str]) -> AsyncIterator[_Live]:
+    async def _session(self, errlog: IO[bytes]) -> AsyncIterator[_Live]:
         async with AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(self._transport(errlog))
             ended = anyio.Event()
@@ -200,12 +208,13 @@ class Connection:
             )
             group.cancel_scope.cancel()
 
-    def _transport(self, errlog: IO[str]) -> Any:
+    def _transport(self, errlog: IO[bytes]) -> Any:
         server = self.server
         if isinstance(server, StdioServer):
             params = StdioServerParameters(
                 command=server.executable, args=server.args, env=server.env, cwd=server.cwd
             )
+            # The child writes to the file's descriptor; the SDK only passes it on.
             return stdio_client(params, errlog=cast(TextIO, errlog))
         return _http(server)
 
@@ -237,8 +246,8 @@ async def _list_tools(session: ClientSession) -> tuple[Tool, ...]:
     tools: list[Tool] = []
     cursor: str | None = None
     while True:
-        params = None if cursor is None else {"cursor": cursor}
-        page = await session.list_tools(params=params)  # type: ignore[arg-type]
+        params = None if cursor is None else PaginatedRequestParams(cursor=cursor)
+        page = await session.list_tools(params=params)
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:
@@ -270,12 +279,14 @@ def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def _with_stderr(error: BaseException, errlog: IO[str]) -> str:
+def _with_stderr(error: BaseException, errlog: IO[bytes]) -> str:
     """The start failure's reason, with the last line the server wrote to stderr (if any)."""
     reason = _reason(error)
     try:
-        errlog.seek(0)
-        lines = [line.strip() for line in errlog.read()[-4096:].splitlines() if line.strip()]
+        size = errlog.seek(0, os.SEEK_END)
+        errlog.seek(max(0, size - 4096))
+        tail = errlog.read().decode("utf-8", errors="replace")
+        lines = [line.strip() for line in tail.splitlines() if line.strip()]
     except (OSError, ValueError):
         lines = []
     if lines:
