@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp_helpers import agent_stack, call, starts, toy
 
-from plugins.mcp import EVENT_TYPE
+from plugins.mcp import EVENT_TYPE, IDEMPOTENCY_META_KEY
 from plugins.session.messages import derive_messages
+from plugins.tools.execution import idempotency_key
 
 pytestmark = pytest.mark.anyio
 
@@ -18,6 +20,7 @@ SCRIPT: list[Any] = [
         "tool_calls": [
             call("e1", "mcp__toy__echo", {"text": "one"}),
             call("e2", "mcp__toy__echo", {"text": "two"}),
+            call("m1", "mcp__toy__meta"),
         ]
     },
     {"tool_calls": [call("c1", "mcp__toy__crash")]},
@@ -51,6 +54,7 @@ async def test_tool_lists_are_recorded_per_turn_and_failures_stay_results(
         agent.followup("and once more")
         await agent.when_idle()
         live = [dict(event) for event in agent.session.events]
+        store = await ctx.sessions.identity()
         await handle.dispose()
 
     records = [event for event in live if event["type"] == EVENT_TYPE]
@@ -81,6 +85,9 @@ async def test_tool_lists_are_recorded_per_turn_and_failures_stay_results(
     assert results["c1"]["isError"] is True
     assert "the effect may have happened" in results["c1"]["content"][0]["text"]
     assert results["e3"]["content"] == [{"type": "text", "text": "three"}]
+    # The server received the durable call's key, derived from the store, session and call id.
+    key = idempotency_key(store, "mcp-agent", "m1")
+    assert json.loads(results["m1"]["content"][0]["text"]) == {IDEMPOTENCY_META_KEY: key}
 
     # The ignorable events are durable and load back as written.
     async with agent_stack([], {}, root=sessions) as ctx:

@@ -67,9 +67,9 @@ async def test_results_and_failures_are_tool_results(tmp_path: Path) -> None:
         # The durable call's idempotency key travels in `_meta`.
         meta = await m.call("mcp__toy__meta", key="s-1:call-7")
         assert meta.value["structuredContent"][IDEMPOTENCY_META_KEY] == "s-1:call-7"
-        # Without a caller-supplied key the tools service derives one; it is forwarded too.
+        # Without a caller-supplied key the tools service makes one; it is forwarded too.
         other = await m.call("mcp__toy__meta", call_id="call-8")
-        assert other.value["structuredContent"][IDEMPOTENCY_META_KEY].endswith(":call-8")
+        assert other.value["structuredContent"][IDEMPOTENCY_META_KEY].startswith("dsh-")
         # `isError`: the message is the tool's own text, as the server wrote it.
         failed = await m.call("mcp__toy__fail", {"reason": "disk on fire"})
         assert failed.to_json() == failure(
