@@ -328,3 +328,57 @@ def test_dsh_does_not_import_the_mcp_sdk_unless_a_row_mounts_it() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
     )
     assert result.stdout == "[]\n"
+
+
+def test_ctrl_c_during_an_mcp_call_cancels_it_on_the_server(dsh: Sandbox) -> None:
+    state = dsh.root / "toy"
+    state.mkdir()
+    overlay = dsh.write(
+        "slow.yml",
+        "- insert:\n"
+        "    - id: mcp\n"
+        "      name: dsh-mcp\n"
+        "      config:\n"
+        "        servers:\n"
+        "          toy:\n"
+        f"            command: {sys.executable}\n"
+        f"            args: [{TOY}, --state, {state}]\n"
+        "- id: model\n"
+        "  config:\n"
+        "    provider: replay\n"
+        "    model: replay\n"
+        "    responses:\n"
+        "      - tool_calls:\n"
+        "          - id: call-slow\n"
+        "            name: mcp__toy__slow\n"
+        "            arguments: {seconds: 60}\n"
+        "      - text: never reached\n",
+    )
+    run = dsh.start(
+        "run",
+        "--patch",
+        overlay,
+        "--session",
+        "s-int",
+        "wait",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not (state / "slow.started").exists():
+        assert run.poll() is None, "dsh run exited early"
+        assert time.monotonic() < deadline, "the slow tool never started"
+        time.sleep(0.02)
+    run.send_signal(signal.SIGINT)
+    _out, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert "Traceback" not in err
+    # The client sent notifications/cancelled: the server interrupted the tool.
+    assert (state / "slow.cancelled").exists()
+    assert _children_of(dsh.root) == []
+    events = _events(dsh, "s-int")
+    (result,) = [event for event in events if event["type"] == "tool/result"]
+    assert result["data"]["error"]["code"] == "ABORTED"
+    (block,) = result["data"]["message"]["content"][0]["content"]
+    assert "its effects may have happened" in block["text"]
+    assert events[-1]["data"]["reason"] == {"kind": "aborted", "reason": {"kind": "user"}}
