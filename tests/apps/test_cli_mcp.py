@@ -16,9 +16,13 @@ import pytest
 from dsh_sandbox import Sandbox
 
 REPO = Path(__file__).resolve().parents[2]
+MCP_TESTS = REPO / "tests" / "plugins" / "mcp"
 TIME_OVERLAY = REPO / "config" / "overlays" / "mcp-time.yml"
-PROXY = REPO / "tests" / "plugins" / "mcp" / "slow_proxy.py"
-TOY = REPO / "tests" / "plugins" / "mcp" / "toy_server.py"
+PROXY = MCP_TESTS / "slow_proxy.py"
+TOY = MCP_TESTS / "toy_server.py"
+
+sys.path.insert(0, str(MCP_TESTS))
+from mcp_helpers import free_port, http_toy  # noqa: E402 - the MCP tests folder, added above
 
 
 def _events(dsh: Sandbox, session_id: str) -> list[dict[str, Any]]:
@@ -382,3 +386,49 @@ def test_ctrl_c_during_an_mcp_call_cancels_it_on_the_server(dsh: Sandbox) -> Non
     (block,) = result["data"]["message"]["content"][0]["content"]
     assert "its effects may have happened" in block["text"]
     assert events[-1]["data"]["reason"] == {"kind": "aborted", "reason": {"kind": "user"}}
+
+
+def test_http_headers_never_reach_output_or_session_files(dsh: Sandbox) -> None:
+    secret = "Bearer dsh-secret-token-0123"
+    state = dsh.root / "web"
+    state.mkdir()
+    with http_toy(state) as (url, _process):
+        overlay = dsh.write(
+            "web.yml",
+            "- insert:\n"
+            "    - id: mcp\n"
+            "      name: dsh-mcp\n"
+            "      config:\n"
+            "        servers:\n"
+            "          web:\n"
+            f"            url: {url}\n"
+            "            headers: {Authorization: '${DSH_TEST_TOKEN}'}\n"
+            "- id: model\n"
+            "  config:\n"
+            "    provider: replay\n"
+            "    model: replay\n"
+            "    responses:\n"
+            "      - tool_calls:\n"
+            "          - {id: c1, name: mcp__web__echo, arguments: {text: hi}}\n"
+            "      - text: done\n",
+        )
+        env = {"DSH_TEST_TOKEN": secret}
+        ok = dsh("run", "--patch", overlay, "--session", "s-web", "go", env=env)
+        assert ok.returncode == 0, ok.stderr
+        assert "✓ mcp__web__echo: hi" in ok.stderr
+    closed = dsh.write(
+        "closed.yml", overlay.read_text().replace(url, f"http://127.0.0.1:{free_port()}/mcp")
+    )
+    down = dsh("run", "--patch", closed, "go", env=env)
+    assert down.returncode == 2
+    assert 'MCP server "web" did not start' in down.stderr
+    for text in (
+        ok.stdout,
+        ok.stderr,
+        down.stdout,
+        down.stderr,
+        dsh("show", "s-web", "--json").stdout,
+    ):
+        assert "dsh-secret-token" not in text
+    for content in dsh.files().values():
+        assert b"dsh-secret-token" not in content
