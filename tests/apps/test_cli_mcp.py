@@ -388,6 +388,7 @@ def test_ctrl_c_during_an_mcp_call_cancels_it_on_the_server(dsh: Sandbox) -> Non
     assert events[-1]["data"]["reason"] == {"kind": "aborted", "reason": {"kind": "user"}}
 
 
+@pytest.mark.slow
 def test_http_headers_never_reach_output_or_session_files(dsh: Sandbox) -> None:
     secret = "Bearer dsh-secret-token-0123"
     state = dsh.root / "web"
