@@ -14,7 +14,7 @@ import anyio
 
 from plugins.llm import HarnessError
 
-from .config import Config, HttpServer, StdioServer, find_command
+from .config import Config, HttpServer, StdioServer
 from .connection import IDEMPOTENCY_META_KEY, Connection, Listing
 from .errors import (
     MCP_ERROR,
@@ -22,14 +22,16 @@ from .errors import (
     MCP_SERVER_UNAVAILABLE,
     MCP_START_FAILED,
     MCP_TOOL_ERROR,
+    MCP_UNKNOWN_TOOL,
     McpCallError,
     McpServerDiedError,
     McpServerUnavailableError,
     McpStartError,
     McpToolError,
+    McpToolListError,
 )
 from .tool_lists import EVENT_TYPE, ToolListRecorder
-from .tools import McpTool, McpToolListError, build_tools, tool_name
+from .tools import McpTool, build_tools, tool_name
 
 __all__ = [
     "EVENT_TYPE",
@@ -39,6 +41,7 @@ __all__ = [
     "MCP_SERVER_UNAVAILABLE",
     "MCP_START_FAILED",
     "MCP_TOOL_ERROR",
+    "MCP_UNKNOWN_TOOL",
     "Config",
     "Connection",
     "HttpServer",
@@ -52,7 +55,6 @@ __all__ = [
     "McpToolListError",
     "StdioServer",
     "apply",
-    "find_command",
     "inject",
     "name",
     "tool_name",

@@ -1,10 +1,12 @@
 """Errors of `dsh-mcp`: what a failed MCP call tells the model (see docs/mcp.md).
 
 Raised inside a tool body, each becomes an ordinary failed tool result (`Error: <message>`,
-`error.info = {name, code}`); only `McpStartError` escapes, at mount time, as the plugin's failure.
+`error.info = {name, code}`); `McpStartError` and `McpToolListError` fail the row at mount time.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
 
 from plugins.llm import HarnessError
 
@@ -14,6 +16,7 @@ MCP_SERVER_DIED = "MCP_SERVER_DIED"
 MCP_ERROR = "MCP_ERROR"
 MCP_TOOL_ERROR = "MCP_TOOL_ERROR"
 MCP_START_FAILED = "MCP_START_FAILED"
+MCP_UNKNOWN_TOOL = "MCP_UNKNOWN_TOOL"
 
 
 class McpStartError(HarnessError):
@@ -64,3 +67,17 @@ class McpToolError(HarnessError):
 
     def __init__(self, text: str) -> None:
         super().__init__(text, MCP_TOOL_ERROR)
+
+
+class McpToolListError(HarnessError):
+    """A config names a tool (in `tools:` or `read_only:`) that the server does not offer."""
+
+    def __init__(
+        self, server: str, field: str, missing: Sequence[str], offered: Iterable[str]
+    ) -> None:
+        names = ", ".join(f'"{name}"' for name in missing)
+        super().__init__(
+            f'MCP server "{server}" offers no tool {names} (named in {field}:); it offers: '
+            + (", ".join(sorted(offered)) or "no tools"),
+            MCP_UNKNOWN_TOOL,
+        )

@@ -9,37 +9,23 @@ failed result carrying the tool's own text (see docs/mcp.md).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mcp.types import Tool as RemoteTool
 
-from plugins.llm import HarnessError
 from plugins.session.jsonutil import dumps
 from plugins.tools import Tool, ToolExecution
 from plugins.tools.results import ContentBlock, text_block
 
 from .connection import Connection
-from .errors import McpToolError
+from .errors import McpToolError, McpToolListError
 from .schema import to_subset
 
 log = logging.getLogger(__name__)
 
 PREFIX = "mcp__"
-MCP_UNKNOWN_TOOL = "MCP_UNKNOWN_TOOL"
-
-
-class McpToolListError(HarnessError):
-    """A config names a tool (in `tools:` or `read_only:`) that the server does not offer."""
-
-    def __init__(self, server: str, field: str, missing: Sequence[str], offered: Iterable[str]):
-        names = ", ".join(f'"{name}"' for name in missing)
-        super().__init__(
-            f'MCP server "{server}" offers no tool {names} (named in {field}:); it offers: '
-            + (", ".join(sorted(offered)) or "no tools"),
-            MCP_UNKNOWN_TOOL,
-        )
 
 
 @dataclass(frozen=True, eq=False)
