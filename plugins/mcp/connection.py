@@ -39,6 +39,7 @@ from framework import AbortSignal, abort_scope
 from .config import HttpServer, StdioServer
 from .errors import (
     McpCallError,
+    McpResultError,
     McpServerDiedError,
     McpServerUnavailableError,
     McpStartError,
@@ -140,7 +141,8 @@ class Connection:
         """Call `tool` with the idempotency key in `_meta`; abortable through `signal`.
 
         Raises `McpServerUnavailableError` (not started: no effect), `McpServerDiedError` (the
-        connection ended mid-call: outcome unknown) or `McpCallError` (an MCP error response).
+        connection ended mid-call: outcome unknown), `McpCallError` (an MCP error response) or
+        `McpResultError` (an answer the SDK refuses).
         """
         with abort_scope(signal):
             failed, self._failed = self._failed, None
@@ -160,6 +162,9 @@ class Connection:
                     raise McpCallError(self.name, tool, error.error.message, error.code) from None
                 live.ended.set()  # restart on the next call even if the transport lingers
                 raise McpServerDiedError(self.name, tool) from None
+            except (RuntimeError, ValueError) as error:
+                # The SDK checks the answer after it arrived (output schema, result kind).
+                raise McpResultError(self.name, tool, str(error) or type(error).__name__) from None
         raise AssertionError("unreachable")  # pragma: no cover - abort_scope raises on abort
 
     async def _serve(self, *, task_status: TaskStatus[_Live]) -> None:

@@ -17,6 +17,7 @@ MCP_ERROR = "MCP_ERROR"
 MCP_TOOL_ERROR = "MCP_TOOL_ERROR"
 MCP_START_FAILED = "MCP_START_FAILED"
 MCP_UNKNOWN_TOOL = "MCP_UNKNOWN_TOOL"
+MCP_INVALID_RESULT = "MCP_INVALID_RESULT"
 
 
 class McpStartError(HarnessError):
@@ -60,6 +61,18 @@ class McpCallError(HarnessError):
             MCP_ERROR,
         )
         self.mcp_code = code
+
+
+class McpResultError(HarnessError):
+    """The server answered, but with a result the client refuses (e.g. one that breaks the
+    tool's own output schema): the call ran, so its effect may have happened."""
+
+    def __init__(self, server: str, tool: str, problem: str) -> None:
+        super().__init__(
+            f'MCP server "{server}" answered the call to "{tool}" with a result that cannot be '
+            f"used ({problem}); the call ran, so its effect may have happened.",
+            MCP_INVALID_RESULT,
+        )
 
 
 class McpToolError(HarnessError):

@@ -35,6 +35,7 @@ async def test_tools_are_registered_as_mcp_server_tool_with_read_only_marks(
             "mcp__toy__fail",
             "mcp__toy__headers",
             "mcp__toy__lookup",
+            "mcp__toy__lying",
             "mcp__toy__meta",
             "mcp__toy__reject",
             "mcp__toy__shapes",
@@ -81,6 +82,16 @@ async def test_results_and_failures_are_tool_results(tmp_path: Path) -> None:
             "(MCP error -32602)"
         )
         assert rejected.to_json() == failure(message, "McpCallError", "MCP_ERROR")
+        # An answer the SDK refuses after the tool ran: the text says the call ran.
+        lying = await m.call("mcp__toy__lying")
+        assert code(lying) == "MCP_INVALID_RESULT"
+        assert lying.error is not None
+        assert lying.error.message.startswith(
+            'MCP server "toy" answered the call to "lying" with a result that cannot be used '
+            "(Invalid structured content returned by tool lying: "
+        )
+        assert lying.error.message.endswith("; the call ran, so its effect may have happened.")
+        assert (tmp_path / "lying.started").exists()
 
 
 async def test_arguments_are_checked_against_the_translated_schema(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@
 
 Tools: `echo`, `meta` (the request's `_meta`), `headers` (over HTTP), `fail` (an `isError`
 result), `reject` (an MCP error response), `slow` (sleeps `seconds`), `block` (never returns),
-`crash` (the process exits mid-call), `shapes` (a schema outside the subset), `lookup`
-(annotated read-only).
+`crash` (the process exits mid-call), `shapes` (a schema outside the subset), `lying` (its
+structured result breaks its output schema), `lookup` (annotated read-only).
 With `--state DIR` the server appends its pid to `DIR/starts` on every start, refuses to start
 while `DIR/refuse` exists, hangs at start while `DIR/hang` exists, writes `DIR/<tool>.started`
 when `slow`, `block` or `crash` begins, and `DIR/slow.cancelled` when the client cancels `slow`.
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
@@ -33,8 +34,27 @@ class Point(BaseModel):
     y: int
 
 
+class Answer(BaseModel):
+    value: int
+
+
 def build(state: Path | None) -> MCPServer:
     server = MCPServer("toy", version="1.2.3")
+
+    async def lie(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Break `lying`'s structured result after the tool ran (the SDK client refuses it)."""
+        result = await call_next(ctx)
+        if ctx.method == "tools/call" and (ctx.params or {}).get("name") == "lying":
+            data = (
+                result.model_dump(by_alias=True, mode="json")
+                if isinstance(result, BaseModel)
+                else dict(result or {})
+            )
+            data["structuredContent"] = {"value": "not a number"}
+            return data
+        return result
+
+    server.middleware.append(lie)
 
     def started(tool: str) -> None:
         if state is not None:
@@ -91,6 +111,11 @@ def build(state: Path | None) -> MCPServer:
         note: str | None = None,
     ) -> str:
         return f"{name}: {len(points)} points, {mode}, {note}"
+
+    @server.tool(description="Its answer breaks its own output schema (see `lie`).")
+    def lying() -> Answer:
+        started("lying")
+        return Answer(value=1)
 
     @server.tool(
         description="A read-only lookup.",
