@@ -36,18 +36,26 @@ class ServerBase(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: Only these tools of the server are registered (null: all it offers).
     tools: list[str] | None = None
+    #: The deadline of each call, enforced by dsh-tool-timeout-policy (null: none).
     timeout_ms: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    #: Tools this deployment declares free of side effects (the readOnlyHint counts too).
     read_only: list[str] = []
+    #: How long start-up and the MCP handshake may take.
     start_timeout_ms: float = Field(default=30000, gt=0, allow_inf_nan=False)
 
 
 class StdioServer(ServerBase):
     """A server run as a child process speaking MCP on its stdin/stdout."""
 
+    #: The executable: a path, or a name looked up on PATH, then beside the running Python.
     command: str = Field(min_length=1)
+    #: Its arguments.
     args: list[str] = []
+    #: Variables added to a minimal inherited environment (HOME, PATH, USER, ...).
     env: dict[str, str] = {}
+    #: Its working directory (null: dsh's own).
     cwd: str | None = None
     _executable: str = PrivateAttr(default="")
 
@@ -80,7 +88,9 @@ class StdioServer(ServerBase):
 class HttpServer(ServerBase):
     """A server reached over MCP's streamable HTTP transport."""
 
+    #: The server's MCP endpoint (http:// or https://).
     url: str
+    #: Headers sent with every request (e.g. Authorization); never logged.
     headers: dict[str, str] = Field(default={}, repr=False)
 
     @field_validator("url")
@@ -116,6 +126,7 @@ class Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: The servers by name (letters, digits, `_`, `-`); each a stdio command or an HTTP url.
     servers: dict[ServerName, Server] = {}
 
 
