@@ -242,7 +242,15 @@ def _scan_zstd(data: bytes) -> LogScan:
     cut: tuple[int, int] | None = None  # (frame start, events before that frame)
     for number, frame in enumerate(found[1:], start=2):
         if frame.complete:
-            text = _decompress(view, frame, number)
+            try:
+                text = frames.decompress_frame(view[frame.start : frame.end])
+            except zstandard.ZstdError as error:
+                # The last complete frame failing its checksum is a power-cut tail
+                # (docs/storage-safety.md): torn, and nothing of it is recovered.
+                if not _last_complete(found, number):
+                    raise _undecodable(frame, number, error) from None
+                cut = (frame.start, len(lines.events)) if cut is None else cut
+                break
             if text and not text.endswith(b"\n"):
                 raise _corrupt(
                     "corrupt Zstandard session log: complete frame contains a torn JSONL record"
@@ -261,6 +269,11 @@ def _scan_zstd(data: bytes) -> LogScan:
         return LogScan(header, lines.events, None)
     start, before = cut
     return LogScan(header, lines.events, TornMarker(start, lines.events[before:], len(data)))
+
+
+def _last_complete(found: list[frames.Frame], number: int) -> bool:
+    """Whether frame `number` (1-based) is complete and no complete frame follows it."""
+    return not any(later.complete for later in found[number:])
 
 
 def _refuse_swallowed_frames(view: memoryview, frame: frames.Frame, number: int) -> None:
@@ -296,7 +309,13 @@ def _decompress(view: memoryview, frame: frames.Frame, number: int) -> bytes:
     try:
         return frames.decompress_frame(view[frame.start : frame.end])
     except zstandard.ZstdError as error:
-        raise _corrupt(
-            f"corrupt Zstandard session log: frame {number} at byte {frame.start} "
-            f"cannot be decoded: {error}"
-        ) from None
+        raise _undecodable(frame, number, error) from None
+
+
+def _undecodable(
+    frame: frames.Frame, number: int, error: zstandard.ZstdError
+) -> SessionPersistenceCorruptionError:
+    return _corrupt(
+        f"corrupt Zstandard session log: frame {number} at byte {frame.start} "
+        f"cannot be decoded: {error}"
+    )
