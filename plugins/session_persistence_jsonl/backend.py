@@ -16,7 +16,6 @@ import builtins
 import errno
 import os
 import secrets
-import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -27,6 +26,7 @@ import anyio.to_thread
 
 from plugins.session.events import HEADER_KEYS
 from plugins.session.jsonutil import dumps
+from plugins.session_persistence import fsguard
 from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
 from plugins.session_persistence.errors import (
     SessionPersistenceCorruptionError,
@@ -122,6 +122,8 @@ class JsonlBackend:
         self._other_name = log_name("none" if compression == "zstd" else "zstd")
         self._owners: dict[str, _Owner] = {}
         self._sizes: dict[str, int] = {}
+        #: session id -> (st_dev, st_ino) of the log this process last read or wrote.
+        self._files: dict[str, tuple[int, int]] = {}
 
     # ---- Protocol ------------------------------------------------------------------------
 
@@ -194,13 +196,10 @@ class JsonlBackend:
         """The log path of a stored id, refusing layouts this backend does not read."""
         seg = segment(session_id)
         found: builtins.list[str] = []
-        try:
-            projects = sorted(os.scandir(self.root), key=lambda entry: entry.name)
-        except FileNotFoundError:
+        projects = self._projects()
+        if projects is None:
             return None
-        for project in projects:
-            if not project.is_dir(follow_symlinks=False):
-                continue
+        for project in sorted(projects, key=lambda entry: entry.name):
             base = project.path
             for flat in (f"{seg}.jsonl", f"{seg}.jsonl.zstd"):
                 if os.path.lexists(os.path.join(base, flat)):
@@ -210,7 +209,9 @@ class JsonlBackend:
                         f"<root>/<project>/<segment>/{self._log_name}"
                     )
             directory = os.path.join(base, seg)
-            if not os.path.lexists(directory):
+            try:
+                fsguard.check_dir(directory)
+            except FileNotFoundError:
                 continue
             other = os.path.join(directory, self._other_name)
             if os.path.lexists(other):
@@ -219,14 +220,31 @@ class JsonlBackend:
                     f'backend is configured for compression "{self.compression}"'
                 )
             path = os.path.join(directory, self._log_name)
-            if os.path.lexists(path):
-                found.append(path)
+            try:
+                fsguard.check_file(path)
+            except FileNotFoundError:
+                continue
+            found.append(path)
         if len(found) > 1:
             raise SessionPersistenceError(
                 f'session "{session_id}" is stored in two project directories: '
                 f'"{found[0]}" and "{found[1]}"'
             )
         return found[0] if found else None
+
+    def _projects(self) -> builtins.list[os.DirEntry[str]] | None:
+        """The project directories of the root (checked by the storage rule, like the root);
+        None when the root does not exist. Other files in the root are ignored."""
+        root = str(self.root)
+        if not fsguard.check_path(root, root):
+            return None
+        projects = []
+        with os.scandir(root) as entries:
+            for entry in entries:
+                if entry.is_symlink() or entry.is_dir(follow_symlinks=False):
+                    fsguard.check_dir(entry.path, entry.stat(follow_symlinks=False))
+                    projects.append(entry)
+        return projects
 
     def _check_location(self, path: str, header: JsonObject) -> None:
         """A log's header must reproduce its path (id and cwd)."""
@@ -256,7 +274,7 @@ class JsonlBackend:
         for _ in range(_READ_ATTEMPTS):
             try:
                 before = os.lstat(path)
-                self._check_regular(path, before)
+                fsguard.check_file(path, before)
                 with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as file:
                     data = _read_head(file, zstd=zstd) if head else file.read()
                 after = os.lstat(path)
@@ -265,13 +283,6 @@ class JsonlBackend:
             if _same(before, after) and (head or len(data) == after.st_size):
                 return data, after
         raise SessionPersistenceError(f'session log "{path}" kept changing while being read')
-
-    @staticmethod
-    def _check_regular(path: str, st: os.stat_result) -> None:
-        if stat.S_ISLNK(st.st_mode):
-            raise SessionPersistenceError(f'session log "{path}" is a symbolic link; refusing it')
-        if not stat.S_ISREG(st.st_mode):
-            raise SessionPersistenceError(f'session log "{path}" is not a regular file')
 
     def _scan(self, data: bytes) -> LogScan:
         return scan_zstd(data) if self.compression == "zstd" else scan_raw(data)
@@ -294,6 +305,7 @@ class JsonlBackend:
         if scan.header["version"] == 0 and meta.get("id") == session_id:
             self._check_location(path, scan.header)
         self._sizes[session_id] = len(data)
+        self._files[session_id] = (st.st_dev, st.st_ino)
         return StoredLog(meta, scan.events, _revision(st), scan.marker)
 
     def _read_stored_revision(self, session_id: str) -> str | None:
@@ -304,7 +316,7 @@ class JsonlBackend:
             st = os.lstat(path)
         except FileNotFoundError:
             return None
-        self._check_regular(path, st)
+        fsguard.check_file(path, st)
         return _revision(st)
 
     def _read_header(self, path: str) -> tuple[JsonObject, os.stat_result] | None:
@@ -318,13 +330,8 @@ class JsonlBackend:
     def _list_snapshots(self) -> builtins.list[Snapshot]:
         snapshots: builtins.list[Snapshot] = []
         seen: dict[str, str] = {}
-        try:
-            projects = list(os.scandir(self.root))
-        except FileNotFoundError:
-            return []
-        for project in projects:
-            if not project.is_dir(follow_symlinks=False):
-                continue
+        projects = self._projects()
+        for project in projects or ():
             for entry in os.scandir(project.path):
                 if entry.name.endswith((".jsonl", ".jsonl.zstd")) and not entry.is_dir(
                     follow_symlinks=False
@@ -333,8 +340,11 @@ class JsonlBackend:
                         f'flat log file "{entry.path}"; this backend reads only '
                         f"<root>/<project>/<segment>/{self._log_name}"
                     )
+                if entry.is_symlink():
+                    fsguard.check_dir(entry.path, entry.stat(follow_symlinks=False))
                 if not entry.is_dir(follow_symlinks=False):
                     continue
+                fsguard.check_dir(entry.path, entry.stat(follow_symlinks=False))
                 other = os.path.join(entry.path, self._other_name)
                 if os.path.lexists(other):
                     raise SessionPersistenceError(
@@ -380,11 +390,13 @@ class JsonlBackend:
             )
         self._owners[session_id] = owner
 
-    def _lock_for_write(self, session_id: str, directory: str) -> WriterLock | None:
-        """The lock a write runs under: the owner's (taken now if still pending) or a transient
-        one, returned so the caller frees it after the write."""
+    def _lock_for_write(self, session_id: str, path: str) -> WriterLock | None:
+        """The lock a write of log `path` runs under: the owner's (taken now if still pending)
+        or a transient one, returned so the caller frees it after the write."""
         owner = self._owners.get(session_id)
-        lock_path = os.path.join(directory, LOCK_NAME)
+        lock_path = os.path.join(os.path.dirname(path), LOCK_NAME)
+        if owner is None or owner.lock is None:
+            fsguard.check_path(str(self.root), path)
         if owner is None:
             return WriterLock.acquire(session_id, lock_path)
         if owner.lock is None:
@@ -402,7 +414,7 @@ class JsonlBackend:
         payload = self._encode(events)
         if not payload:
             return
-        transient = self._lock_for_write(session_id, os.path.dirname(path))
+        transient = self._lock_for_write(session_id, path)
         try:
             self._append(session_id, path, payload, None)
         finally:
@@ -417,7 +429,7 @@ class JsonlBackend:
         session_id = meta["id"]
         path = self._path(meta)
         payload = self._encode([*marker.recovered, *closers] if marker else closers)
-        transient = self._lock_for_write(session_id, os.path.dirname(path))
+        transient = self._lock_for_write(session_id, path)
         try:
             self._append(session_id, path, payload, marker)
         finally:
@@ -432,18 +444,26 @@ class JsonlBackend:
         io = self._io
         owner = self._owners.get(session_id)
         fd = owner.fd if owner is not None else -1
+        fsguard.check_path(str(self.root), path)
         if fd < 0:
             try:
                 fd = io.open(path, _APPEND_FLAGS)
             except OSError as error:
                 if error.errno == errno.ELOOP:
-                    raise SessionPersistenceError(
-                        f'session log "{path}" is a symbolic link; refusing it'
-                    ) from None
+                    fsguard.check_file(path)  # raises: a symbolic link
                 raise
             if owner is not None:
                 owner.fd = fd
         try:
+            held = os.fstat(fd)
+            if self._files.setdefault(session_id, (held.st_dev, held.st_ino)) != (
+                held.st_dev,
+                held.st_ino,
+            ):
+                raise fsguard.ReplacedFileError(path)
+            fsguard.check_same_file(path, fd)
+            if owner is not None and owner.lock is not None:
+                owner.lock.check()
             size = io.size(fd)
             expected = marker.seen_size if marker is not None else self._sizes.get(session_id)
             if size != expected:
@@ -489,7 +509,7 @@ class JsonlBackend:
             )
         directory = os.path.dirname(path)
         self._make_dirs(directory)
-        transient = self._lock_for_write(session_id, directory)
+        transient = self._lock_for_write(session_id, path)
         try:
             if os.path.lexists(path):
                 raise SessionPersistenceError(
@@ -503,10 +523,12 @@ class JsonlBackend:
             )
             temp = f"{path}.{secrets.token_hex(6)}.tmp"
             fd = io.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC)
+            os.fchmod(fd, fsguard.FILE_MODE)  # whatever the umask left
             try:
                 try:
                     io.write_all(fd, content)
                     io.fsync(fd)
+                    created = os.fstat(fd)
                 finally:
                     io.close(fd)
                 try:
@@ -527,6 +549,7 @@ class JsonlBackend:
                 except OSError:
                     pass
             self._sizes[session_id] = len(content)
+            self._files[session_id] = (created.st_dev, created.st_ino)
         finally:
             if transient is not None:
                 transient.release()
@@ -541,7 +564,8 @@ class JsonlBackend:
             ) from None
 
     def _make_dirs(self, directory: str) -> None:
-        """Create the missing directories of `directory` (0700), fsyncing each parent."""
+        """Create the missing directories of `directory` (0700), fsyncing each parent; then
+        check the root and everything below it down to `directory` by the storage rule."""
         missing: builtins.list[str] = []
         current = directory
         while not os.path.lexists(current):
@@ -556,9 +580,7 @@ class JsonlBackend:
             except FileExistsError:
                 continue
             self._io.fsync_dir(os.path.dirname(path))
-        st = os.lstat(directory)
-        if not stat.S_ISDIR(st.st_mode):
-            raise SessionPersistenceError(f'session directory "{directory}" is not a directory')
+        fsguard.check_path(str(self.root), directory, leaf_is_dir=True)
 
     def _drop(self, owner: _Owner) -> None:
         if owner.fd >= 0:

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from plugins.session.jsonutil import dumps, loads
+from plugins.session_persistence import fsguard
 from plugins.session_persistence.errors import SessionLockedError, SessionPersistenceError
 
 __all__ = ["WriterLock"]
@@ -31,9 +32,10 @@ class WriterLock:
     @classmethod
     def acquire(cls, session_id: str, path: str) -> WriterLock:
         """Take the lock without waiting; raise `SessionLockedError` naming the holder."""
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd = os.open(path, flags, 0o600)
+            fd = fsguard.open_file(path, os.O_RDWR)
+        except fsguard.UnsafeStorageError:
+            raise
         except OSError as error:
             raise SessionPersistenceError(
                 f'cannot open the writer lock of session "{session_id}" at "{path}": {error}'
@@ -56,6 +58,11 @@ class WriterLock:
             os.close(fd)
             raise
         return cls(path, fd)
+
+    def check(self) -> None:
+        """Raise `ReplacedFileError` when the lock's path no longer names the held file (a
+        second writer would lock the new one)."""
+        fsguard.check_same_file(self.path, self._fd)
 
     def release(self) -> None:
         """Free the lock (closing the descriptor releases the flock); idempotent."""

@@ -26,6 +26,7 @@ import anyio
 import anyio.to_thread
 
 from plugins.session.events import HEADER_KEYS
+from plugins.session_persistence import fsguard
 from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
 from plugins.session_persistence.errors import SessionPersistenceError, StaleWriterError
 
@@ -99,6 +100,8 @@ class SqliteBackend:
         self._stale_ms = stale_ms
         self._connection: sqlite3.Connection | None = None
         self._store_id = ""
+        #: (st_dev, st_ino) of the database file the connection opened.
+        self._identity = (0, 0)
         self._mutex = threading.Lock()
         self._limiters: list[anyio.CapacityLimiter] = []
         self._heartbeat: list[Heartbeat] = []
@@ -190,13 +193,17 @@ class SqliteBackend:
                     journal_mode=self.journal_mode,
                     busy_timeout_ms=self.busy_timeout_ms,
                 )
+                st = os.lstat(self.path)
+                self._identity = (st.st_dev, st.st_ino)
             return fn(self._connection, *args)
 
-    @staticmethod
     def _transaction(
-        connection: sqlite3.Connection, body: Callable[[], T], *, write: bool = True
+        self, connection: sqlite3.Connection, body: Callable[[], T], *, write: bool = True
     ) -> T:
-        """Run `body` in one transaction; any failure (COMMIT's too) rolls it back."""
+        """Run `body` in one transaction; any failure (COMMIT's too) rolls it back. A write
+        first checks that the path still names the database this connection opened."""
+        if write:
+            self._check_identity()
         connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
             result = body()
@@ -206,6 +213,16 @@ class SqliteBackend:
                 connection.execute("ROLLBACK")
             raise
         return result
+
+    def _check_identity(self) -> None:
+        """Raise `ReplacedFileError` when the database path no longer names the opened file (a
+        `mv`, then a copy put back: the connection would go on writing the orphan)."""
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            raise fsguard.ReplacedFileError(str(self.path)) from None
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise fsguard.ReplacedFileError(str(self.path))
 
     def _revision(self, incarnation: str, revision: int) -> str:
         return f"sqlite:{self._store_id}:{incarnation}:{revision}"
