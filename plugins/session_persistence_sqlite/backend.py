@@ -31,7 +31,7 @@ from plugins.session_persistence.backend import JsonObject, Location, Snapshot, 
 from plugins.session_persistence.errors import SessionPersistenceError, StaleWriterError
 
 from .database import JournalMode, check_schema, open_database
-from .locks import HEARTBEAT_S, STALE_MS, Heartbeat, check_lock, now_ms
+from .locks import HEARTBEAT_S, HOST, STALE_MS, Heartbeat, check_lock, new_token, now_ms
 from .rows import Row, encode_rows, scan
 
 __all__ = ["SqliteBackend", "TornMarker"]
@@ -77,7 +77,8 @@ class SqliteBackend:
     """Session logs in one SQLite database at `path` (created on first use).
 
     `journal_mode` defaults to WAL; `busy_timeout_ms` bounds every wait for another
-    connection's lock. `heartbeat_s` and `stale_ms` are the writer-lock timings.
+    connection's lock. `heartbeat_s` and `stale_ms` are the writer-lock timings; `host` is the
+    name lock rows record (this machine's; tests pass another to play a second host).
     """
 
     name: str = "session-persistence-sqlite"
@@ -90,6 +91,7 @@ class SqliteBackend:
         busy_timeout_ms: int = 5000,
         heartbeat_s: float = HEARTBEAT_S,
         stale_ms: int = STALE_MS,
+        host: str = HOST,
     ) -> None:
         self.path = Path(path).expanduser()
         if not self.path.is_absolute():
@@ -98,6 +100,7 @@ class SqliteBackend:
         self.busy_timeout_ms: Final = busy_timeout_ms
         self._heartbeat_s = heartbeat_s
         self._stale_ms = stale_ms
+        self._host = host
         self._connection: sqlite3.Connection | None = None
         self._store_id = ""
         #: (st_dev, st_ino) of the database file the connection opened.
@@ -314,7 +317,11 @@ class SqliteBackend:
                 next_seq = stored[0]
             self._starts_at(session_id, first, next_seq)
             check_lock(
-                connection, session_id, self._tokens.get(session_id), stale_ms=self._stale_ms
+                connection,
+                session_id,
+                self._tokens.get(session_id),
+                host=self._host,
+                stale_ms=self._stale_ms,
             )
             if is_materialized:
                 connection.execute(
@@ -377,7 +384,11 @@ class SqliteBackend:
                 start = stored[0]
             self._starts_at(session_id, first, start)
             check_lock(
-                connection, session_id, self._tokens.get(session_id), stale_ms=self._stale_ms
+                connection,
+                session_id,
+                self._tokens.get(session_id),
+                host=self._host,
+                stale_ms=self._stale_ms,
             )
             if marker is not None:
                 connection.execute(
@@ -396,10 +407,18 @@ class SqliteBackend:
     # ---- locks ---------------------------------------------------------------------------
 
     def _acquire_writer(self, connection: sqlite3.Connection, session_id: str) -> None:
-        token = uuid.uuid4().hex
+        token = new_token()
         self._transaction(
             connection,
-            partial(check_lock, connection, session_id, token, stale_ms=self._stale_ms),
+            partial(
+                check_lock,
+                connection,
+                session_id,
+                token,
+                acquire=True,
+                host=self._host,
+                stale_ms=self._stale_ms,
+            ),
         )
         self._tokens[session_id] = token
         if not self._heartbeat:
