@@ -86,8 +86,9 @@ async def test_a_taken_over_owner_stops_before_the_next_request_and_tool_body(
         )
         result = await ctx.tools.execute(call)
         assert result.is_error is True
-        assert "lost its writer lock to another writer (now pid 4242 on host elsewhere)" in (
-            result.content[0]["text"]
+        assert (
+            "lost its writer lock to another writer (now pid 4242 on host elsewhere)"
+            in (result.content[0]["text"])
         )
         assert ran == []  # neither the model request nor the tool body ran
         assert next_seq(database) == durable  # and the taken-over log did not grow
