@@ -5,10 +5,13 @@ from __future__ import annotations
 import secrets
 
 import pytest
-from pg_helpers import backend, meta, turn
+from pg_helpers import backend, execute, meta, turn
 from postgres_support import PostgresTarget
 
-from plugins.session_persistence.errors import SessionPersistenceError
+from plugins.session_persistence.errors import (
+    SessionPersistenceCorruptionError,
+    SessionPersistenceError,
+)
 from plugins.session_persistence.testing import running
 from plugins.session_persistence_postgres.connection import MAX_ID_BYTES
 
@@ -42,4 +45,14 @@ async def test_the_longest_accepted_id_round_trips(postgres: PostgresTarget) -> 
     stored = await b.load_stored(longest)
     assert stored is not None
     assert stored.events == turn(0)
+    await b.aclose()
+
+
+async def test_a_deep_committed_row_is_corruption_naming_its_seq(postgres: PostgresTarget) -> None:
+    b = backend(postgres)
+    await b.append_batch(meta(), turn(0) + turn(5, 2), is_materialized=False)
+    deep = "[" * 100_000 + "]" * 100_000
+    execute(postgres, "UPDATE dsh_events SET data = %s WHERE seq = 1", deep)
+    with pytest.raises(SessionPersistenceCorruptionError, match="seq 1"):
+        await backend(postgres).load_stored("s1")
     await b.aclose()
