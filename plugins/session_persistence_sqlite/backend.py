@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, overload
 
 import anyio
 import anyio.to_thread
@@ -30,7 +30,7 @@ from plugins.session_persistence import fsguard
 from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
 from plugins.session_persistence.errors import SessionPersistenceError, StaleWriterError
 
-from .database import JournalMode, check_schema, open_database
+from .database import JournalMode, check_schema, open_database, open_reader
 from .locks import HEARTBEAT_S, HOST, STALE_MS, Heartbeat, check_lock, new_token, now_ms
 from .rows import Row, encode_rows, scan
 
@@ -102,6 +102,8 @@ class SqliteBackend:
         self._stale_ms = stale_ms
         self._host = host
         self._connection: sqlite3.Connection | None = None
+        #: Whether `_connection` is read-only (opened by a read; the first write reopens it).
+        self._reading = False
         self._store_id = ""
         #: (st_dev, st_ino) of the database file the connection opened.
         self._identity = (0, 0)
@@ -127,11 +129,11 @@ class SqliteBackend:
 
     async def load_stored(self, session_id: str) -> StoredLog | None:
         """Read and decode a session's rows; None when nothing is stored."""
-        return await self._run(self._load_stored, session_id)
+        return await self._run(self._load_stored, session_id, read=True)
 
     async def read_stored_revision(self, session_id: str) -> str | None:
         """`sqlite:<store_id>:<incarnation>:<revision>`, None when nothing is stored."""
-        return await self._run(self._read_stored_revision, session_id)
+        return await self._run(self._read_stored_revision, session_id, read=True)
 
     async def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
@@ -156,7 +158,7 @@ class SqliteBackend:
 
     async def list_snapshots(self) -> builtins.list[Snapshot]:
         """Headers with revisions, by `(createdAt, id)`."""
-        return await self._run(self._list_snapshots)
+        return await self._run(self._list_snapshots, read=True) or []
 
     async def acquire_writer(self, session_id: str) -> None:
         """Insert (or take over a dead holder's) lock row; re-entrant per instance."""
@@ -176,26 +178,42 @@ class SqliteBackend:
         held = dict(self._tokens)
         self._tokens.clear()
         if self._connection is not None:
-            await self._run(self._close, held)
+            await self._run(self._close, held, read=True)
 
     # ---- plumbing ------------------------------------------------------------------------
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(connection, *args)` in a worker thread, one call at a time."""
+    @overload
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T: ...
+    @overload
+    async def _run(self, fn: Callable[..., T], *args: Any, read: bool) -> T | None: ...
+    async def _run(self, fn: Callable[..., T], *args: Any, read: bool = False) -> T | None:
+        """Run `fn(connection, *args)` in a worker thread, one call at a time. A `read` runs on
+        a read-only connection until the first write needs a writable one, and returns None
+        when there is no database file (nothing is created)."""
         if not self._limiters:
             self._limiters.append(anyio.CapacityLimiter(1))
         return await anyio.to_thread.run_sync(
-            partial(self._call, fn, *args), limiter=self._limiters[0]
+            partial(self._call, fn, args, read), limiter=self._limiters[0]
         )
 
-    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+    def _call(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T | None:
         with self._mutex:
+            if self._connection is not None and self._reading and not read:
+                self._connection.close()
+                self._connection = None
             if self._connection is None:
-                self._connection, self._store_id = open_database(
-                    self.path,
-                    journal_mode=self.journal_mode,
-                    busy_timeout_ms=self.busy_timeout_ms,
-                )
+                if read:
+                    opened = open_reader(self.path, busy_timeout_ms=self.busy_timeout_ms)
+                    if opened is None:
+                        return None
+                else:
+                    opened = open_database(
+                        self.path,
+                        journal_mode=self.journal_mode,
+                        busy_timeout_ms=self.busy_timeout_ms,
+                    )
+                self._connection, self._store_id = opened
+                self._reading = read
                 st = os.lstat(self.path)
                 self._identity = (st.st_dev, st.st_ino)
             return fn(self._connection, *args)

@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Final, Literal
+from urllib.parse import quote
 
 from plugins.session_persistence import fsguard
 from plugins.session_persistence.errors import SessionPersistenceError
@@ -27,6 +28,7 @@ __all__ = [
     "check_schema",
     "default_path",
     "open_database",
+    "open_reader",
 ]
 
 JournalMode = Literal["wal", "delete", "truncate", "persist"]
@@ -212,3 +214,61 @@ def open_database(
         connection.close()
         raise
     return connection, store_id
+
+
+def _check_existing(path: Path) -> bool:
+    """The storage rule for a database that is only read: False when the file does not exist."""
+    parent = str(path.parent)
+    if not fsguard.check_path(parent, str(path)):
+        return False
+    for suffix in _SIDE_FILES:
+        try:
+            fsguard.check_file(f"{path}{suffix}")
+        except FileNotFoundError:
+            continue
+    return True
+
+
+def _read_only_file_system(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def open_reader(path: Path, *, busy_timeout_ms: int) -> tuple[sqlite3.Connection, str] | None:
+    """A read-only connection and the store id, creating and changing nothing; None when there
+    is no database file. On a read-only file system, where SQLite cannot create the WAL index,
+    the database is opened as immutable (nothing can change it there)."""
+    if not _check_existing(path):
+        return None
+    uri = f"file:{quote(str(path))}?mode=ro"
+    connection = None
+    for immutable in (False, True):
+        connection = sqlite3.connect(
+            uri + ("&immutable=1" if immutable else ""),
+            uri=True,
+            timeout=busy_timeout_ms / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            _pragma(connection, path, "busy_timeout", busy_timeout_ms)
+            _pragma(connection, path, "foreign_keys", 1)
+            _pragma(connection, path, "trusted_schema", 0)
+            _pragma(connection, path, "mmap_size", 0)
+            check_schema(connection, path)
+            row = connection.execute("SELECT store_id FROM persistence_state").fetchone()
+        except sqlite3.OperationalError as error:
+            connection.close()
+            if immutable or not _read_only_file_system(path):
+                raise _error(path, f"cannot open it for reading: {error}") from None
+            continue
+        except BaseException:
+            connection.close()
+            raise
+        if row is None:
+            connection.close()
+            raise _error(path, "persistence_state holds no store id")
+        return connection, str(row[0])
+    raise AssertionError("unreachable")

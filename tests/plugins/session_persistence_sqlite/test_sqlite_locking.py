@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from sqlite_helpers import backend, connect, meta, turn, write
+from sqlite_helpers import backend, connect, create_database, meta, turn, write
 
 from plugins.session_persistence.errors import SessionLockedError, WriterLockLostError
 from plugins.session_persistence_sqlite.locks import (
@@ -74,7 +74,7 @@ async def test_a_live_holder_is_named_and_nothing_is_written(tmp_path: Path) -> 
 
 async def test_a_dead_pid_on_this_host_is_stolen(tmp_path: Path) -> None:
     b = backend(tmp_path)
-    await b.list()  # creates the database
+    create_database(tmp_path)
     plant(tmp_path, dead_pid(), HOST, age_ms=0)
     await b.acquire_writer("s1")
     found = holder(tmp_path)
@@ -113,7 +113,7 @@ async def test_old_heartbeats_are_stolen(
     tmp_path: Path, host: str, age_ms: int, stolen: bool
 ) -> None:
     b = backend(tmp_path)
-    await b.list()
+    create_database(tmp_path)
     plant(tmp_path, os.getpid(), host, age_ms)
     if stolen:
         await b.acquire_writer("s1")
@@ -215,7 +215,7 @@ def reap(child: subprocess.Popen[str]) -> None:
 async def test_a_sigstopped_owner_on_this_host_keeps_its_lock(tmp_path: Path) -> None:
     """R13: a paused owner is alive; however old its heartbeat, nobody on this host takes over."""
     b = backend(tmp_path)
-    await b.list()
+    create_database(tmp_path)
     child = stopped_holder(tmp_path / "db" / "sessions.sqlite3")
     try:
         with connect(tmp_path) as db:

@@ -54,7 +54,7 @@ async def test_refusals_store_nothing(tmp_path: Path) -> None:
             await persistence.append("a", [event(0, "turn/start", {"x": float("nan")})])
         await persistence.append("a", [])
         assert await persistence.list() == []
-        assert rows(tmp_path) == []
+        assert not db_path(tmp_path).exists()  # nothing stored, not even an empty database
         await persistence.append("a", turn(0))
     async with mounted(tmp_path) as ctx:
         with pytest.raises(SessionPersistenceError) as stored:
