@@ -197,26 +197,40 @@ class SqliteBackend:
         )
 
     def _call(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T | None:
+        """`fn` on the right connection; SQLite's own errors become one clear error naming
+        the database and SQLite's error name (e.g. `SQLITE_FULL`, `SQLITE_IOERR_SHMSIZE`)."""
         with self._mutex:
-            if self._connection is not None and self._reading and not read:
-                self._connection.close()
-                self._connection = None
-            if self._connection is None:
-                if read:
-                    opened = open_reader(self.path, busy_timeout_ms=self.busy_timeout_ms)
-                    if opened is None:
-                        return None
-                else:
-                    opened = open_database(
-                        self.path,
-                        journal_mode=self.journal_mode,
-                        busy_timeout_ms=self.busy_timeout_ms,
-                    )
-                self._connection, self._store_id = opened
-                self._reading = read
-                st = os.lstat(self.path)
-                self._identity = (st.st_dev, st.st_ino)
-            return fn(self._connection, *args)
+            try:
+                connection = self._connect(read)
+                return None if connection is None else fn(connection, *args)
+            except sqlite3.Error as error:
+                name = getattr(error, "sqlite_errorname", None) or type(error).__name__
+                raise SessionPersistenceError(
+                    f'session database at "{self.path}": {name}: {error}'
+                ) from error
+
+    def _connect(self, read: bool) -> sqlite3.Connection | None:
+        """The open connection, opened (read-only for a `read`) or reopened read-write for the
+        first write; None for a read when there is no database file."""
+        if self._connection is not None and self._reading and not read:
+            self._connection.close()
+            self._connection = None
+        if self._connection is None:
+            if read:
+                opened = open_reader(self.path, busy_timeout_ms=self.busy_timeout_ms)
+                if opened is None:
+                    return None
+            else:
+                opened = open_database(
+                    self.path,
+                    journal_mode=self.journal_mode,
+                    busy_timeout_ms=self.busy_timeout_ms,
+                )
+            self._connection, self._store_id = opened
+            self._reading = read
+            st = os.lstat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
+        return self._connection
 
     def _transaction(
         self, connection: sqlite3.Connection, body: Callable[[], T], *, write: bool = True

@@ -236,10 +236,19 @@ def _read_only_file_system(path: Path) -> bool:
         return False
 
 
+def _has_wal(path: Path) -> bool:
+    try:
+        return os.stat(f"{path}-wal").st_size > 0
+    except FileNotFoundError:
+        return False
+
+
 def open_reader(path: Path, *, busy_timeout_ms: int) -> tuple[sqlite3.Connection, str] | None:
     """A read-only connection and the store id, creating and changing nothing; None when there
     is no database file. On a read-only file system, where SQLite cannot create the WAL index,
-    the database is opened as immutable (nothing can change it there)."""
+    a database without a write-ahead log is opened as immutable (nothing can change it there);
+    one whose log holds transactions but lacks its index is refused (immutable would skip
+    them)."""
     if not _check_existing(path):
         return None
     uri = f"file:{quote(str(path))}?mode=ro"
@@ -263,6 +272,13 @@ def open_reader(path: Path, *, busy_timeout_ms: int) -> tuple[sqlite3.Connection
             connection.close()
             if immutable or not _read_only_file_system(path):
                 raise _error(path, f"cannot open it for reading: {error}") from None
+            if _has_wal(path):  # immutable would ignore committed transactions in the WAL
+                raise _error(
+                    path,
+                    "cannot be read on this read-only file system: its write-ahead log holds "
+                    "committed transactions but its index (-shm) is missing; open it once "
+                    "where it is writable",
+                ) from None
             continue
         except BaseException:
             connection.close()

@@ -217,7 +217,7 @@ async def test_a_busy_database_fails_the_flush_and_keeps_the_events(tmp_path: Pa
         holder = sqlite3.connect(db_path(tmp_path), isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # a real writer holding the database
         try:
-            with pytest.raises(sqlite3.OperationalError, match="locked"):
+            with pytest.raises(SessionPersistenceError, match="SQLITE_BUSY: database is locked"):
                 await ctx.sessions.flush(session)
         finally:
             holder.execute("ROLLBACK")
