@@ -37,7 +37,7 @@ from plugins.session_persistence.packing import encode_records
 
 from . import frames
 from .fileops import FileOps
-from .layout import LOCK_NAME, log_name, project_dir, segment
+from .layout import LOCK_NAME, log_name, project_dir, segment, unescape
 from .lock import WriterLock
 from .reader import (
     LogScan,
@@ -199,8 +199,14 @@ class JsonlBackend:
         projects = self._projects()
         if projects is None:
             return None
-        for project in sorted(projects, key=lambda entry: entry.name):
+        for project, refusal in sorted(projects, key=lambda pair: pair[0].name):
             base = project.path
+            if refusal is not None:
+                # Only a stat through it: refuse it for the ids it holds, not for every id.
+                names = (seg, f"{seg}.jsonl", f"{seg}.jsonl.zstd")
+                if any(os.path.lexists(os.path.join(base, name)) for name in names):
+                    raise refusal
+                continue
             for flat in (f"{seg}.jsonl", f"{seg}.jsonl.zstd"):
                 if os.path.lexists(os.path.join(base, flat)):
                     raise SessionPersistenceError(
@@ -232,18 +238,25 @@ class JsonlBackend:
             )
         return found[0] if found else None
 
-    def _projects(self) -> builtins.list[os.DirEntry[str]] | None:
-        """The project directories of the root (checked by the storage rule, like the root);
-        None when the root does not exist. Other files in the root are ignored."""
+    def _projects(
+        self,
+    ) -> builtins.list[tuple[os.DirEntry[str], fsguard.UnsafeStorageError | None]] | None:
+        """The project directories of the root, each with its storage-rule refusal (None when
+        it is fine); None when the root does not exist. Other files in the root are ignored;
+        an unsafe root is refused."""
         root = str(self.root)
         if not fsguard.check_path(root, root):
             return None
-        projects = []
+        projects: builtins.list[tuple[os.DirEntry[str], fsguard.UnsafeStorageError | None]] = []
         with os.scandir(root) as entries:
             for entry in entries:
                 if entry.is_symlink() or entry.is_dir(follow_symlinks=False):
-                    fsguard.check_dir(entry.path, entry.stat(follow_symlinks=False))
-                    projects.append(entry)
+                    try:
+                        fsguard.check_dir(entry.path, entry.stat(follow_symlinks=False))
+                    except fsguard.UnsafeStorageError as refusal:
+                        projects.append((entry, refusal))
+                    else:
+                        projects.append((entry, None))
         return projects
 
     def _check_location(self, path: str, header: JsonObject) -> None:
@@ -328,46 +341,59 @@ class JsonlBackend:
         return read_header(head, zstd=self.compression == "zstd"), st
 
     def _list_snapshots(self) -> builtins.list[Snapshot]:
+        """Every stored session; one whose layout or files this backend refuses is listed as a
+        problem row (`problem_snapshot`) instead of failing the whole listing."""
         snapshots: builtins.list[Snapshot] = []
         seen: dict[str, str] = {}
-        projects = self._projects()
-        for project in projects or ():
+        for project, refusal in self._projects() or ():
+            if refusal is not None:
+                snapshots.append(problem_snapshot(project.name, project.path, refusal))
+                continue
             for entry in os.scandir(project.path):
-                if entry.name.endswith((".jsonl", ".jsonl.zstd")) and not entry.is_dir(
-                    follow_symlinks=False
-                ):
-                    raise SessionPersistenceError(
-                        f'flat log file "{entry.path}"; this backend reads only '
-                        f"<root>/<project>/<segment>/{self._log_name}"
-                    )
-                if entry.is_symlink():
-                    fsguard.check_dir(entry.path, entry.stat(follow_symlinks=False))
-                if not entry.is_dir(follow_symlinks=False):
+                try:
+                    snapshot = self._entry_snapshot(entry, seen)
+                except SessionPersistenceError as error:
+                    name = entry.name.removesuffix(".zstd").removesuffix(".jsonl")
+                    snapshots.append(problem_snapshot(unescape(name), entry.path, error))
                     continue
-                fsguard.check_dir(entry.path, entry.stat(follow_symlinks=False))
-                other = os.path.join(entry.path, self._other_name)
-                if os.path.lexists(other):
-                    raise SessionPersistenceError(
-                        f'log "{other}" is of the other encoding; this backend is configured '
-                        f'for compression "{self.compression}"'
-                    )
-                path = os.path.join(entry.path, self._log_name)
-                read = self._read_header(path)
-                if read is None:
-                    continue
-                header, st = read
-                if header["version"] == 0:
-                    self._check_location(path, header)
-                session_id = str(header.get("id"))
-                if session_id in seen:
-                    raise SessionPersistenceError(
-                        f'session "{session_id}" is stored in two project directories: '
-                        f'"{seen[session_id]}" and "{path}"'
-                    )
-                seen[session_id] = path
-                snapshots.append(Snapshot(header_meta(header), _revision(st)))
+                if snapshot is not None:
+                    snapshots.append(snapshot)
         snapshots.sort(key=lambda s: (_sort_time(s.header), str(s.header.get("id"))))
         return snapshots
+
+    def _entry_snapshot(self, entry: os.DirEntry[str], seen: dict[str, str]) -> Snapshot | None:
+        """The snapshot of one entry of a project directory; None for what holds no log."""
+        if entry.name.endswith((".jsonl", ".jsonl.zstd")) and not entry.is_dir(
+            follow_symlinks=False
+        ):
+            raise SessionPersistenceError(
+                f'flat log file "{entry.path}"; this backend reads only '
+                f"<root>/<project>/<segment>/{self._log_name}"
+            )
+        if not entry.is_symlink() and not entry.is_dir(follow_symlinks=False):
+            return None
+        fsguard.check_dir(entry.path, entry.stat(follow_symlinks=False))
+        other = os.path.join(entry.path, self._other_name)
+        if os.path.lexists(other):
+            raise SessionPersistenceError(
+                f'log "{other}" is of the other encoding; this backend is configured '
+                f'for compression "{self.compression}"'
+            )
+        path = os.path.join(entry.path, self._log_name)
+        read = self._read_header(path)
+        if read is None:
+            return None
+        header, st = read
+        if header["version"] == 0:
+            self._check_location(path, header)
+        session_id = str(header.get("id"))
+        if session_id in seen:
+            raise SessionPersistenceError(
+                f'session "{session_id}" is stored in two project directories: '
+                f'"{seen[session_id]}" and "{path}"'
+            )
+        seen[session_id] = path
+        return Snapshot(header_meta(header), _revision(st))
 
     # ---- writes --------------------------------------------------------------------------
 
@@ -611,3 +637,10 @@ def _read_head(file: BinaryIO, *, zstd: bool) -> bytes:
 def _sort_time(header: JsonObject) -> int:
     created = header.get("createdAt")
     return created if type(created) is int else 0
+
+
+def problem_snapshot(name: str, path: str, error: Exception) -> Snapshot:
+    """A listing row for an entry this backend refuses: `id` is its best-known name (the
+    unescaped directory name), `problem` the refusal; loading that id raises it again."""
+    header: JsonObject = {"version": 0, "id": name, "createdAt": 0, "problem": str(error)}
+    return Snapshot(header, f"problem:{path}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 from collections.abc import Awaitable, Callable
@@ -22,11 +23,10 @@ OTHER_UID = 65534
 
 
 def calls(b: JsonlBackend) -> list[Callable[[], Awaitable[Any]]]:
-    """Every way in: read, list, raw read, append, lock, create."""
+    """Every way in for session "s1": read, raw read, append, lock."""
     return [
         lambda: b.load_stored("s1"),
         lambda: b.read_stored_revision("s1"),
-        b.list,
         lambda: b.read_raw("s1"),
         lambda: b.append_batch(meta(), turn(6, 2), is_materialized=True),
         lambda: b.acquire_writer("s1"),
@@ -34,9 +34,22 @@ def calls(b: JsonlBackend) -> list[Callable[[], Awaitable[Any]]]:
 
 
 async def refused_everywhere(b: JsonlBackend, match: str) -> None:
+    """Every call for "s1" is refused; the listing refuses too (an unsafe root) or shows one
+    problem row instead of the session."""
     for call in calls(b):
         with pytest.raises(UnsafeStorageError, match=match):
             await call()
+    assert re.search(match, await listed_problem(b))
+
+
+async def listed_problem(b: JsonlBackend) -> str:
+    """The listing's refusal: raised (an unsafe root) or its one problem row."""
+    try:
+        listed = await b.list()
+    except UnsafeStorageError as error:
+        return str(error)
+    assert len(listed) == 1
+    return str(listed[0]["problem"])
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
