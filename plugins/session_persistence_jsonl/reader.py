@@ -59,6 +59,9 @@ class LogScan:
     marker: TornMarker | None
 
 
+#: Raw logs are split into lines this many bytes at a time.
+_WINDOW: Final = 1 << 22
+
 #: Logs at least this large are decoded with the cyclic GC paused (it would rescan every new
 #: event dict many times over; reference counting still frees garbage).
 BULK_BYTES: Final = 1 << 20
@@ -163,11 +166,11 @@ class _Lines:
         self.issue: SessionPersistenceCorruptionError | None = None
         self.line = 0
 
-    def feed(self, text: bytes) -> bool:
+    def feed(self, text: bytes | memoryview) -> bool:
         """Consume one line; True iff it joined the committed prefix."""
         self.line += 1
         try:
-            record = loads(text.decode("utf-8"))
+            record = loads(str(text, "utf-8"))
             if type(record) is not dict or type(record.get("type")) is not str:
                 raise ValueError("not a storage record")
             decoded = decode_record(record)
@@ -212,13 +215,24 @@ def _scan_raw(data: bytes) -> LogScan:
     if header["version"] != 0:
         return LogScan(header, [], None)
     lines = _Lines()
-    committed = end + 1
-    parts = data[committed:].split(b"\n")
-    position = committed
-    for text in parts[:-1]:
-        position += len(text) + 1
-        if lines.feed(text):
-            committed = position
+    committed = position = end + 1
+    # Split window by window, never copying the whole rest at once (P12: a huge torn tail);
+    # a line longer than a window is fed as a view of `data`.
+    view = memoryview(data)
+    while True:
+        stop = data.rfind(b"\n", position, position + _WINDOW)
+        if stop < 0:
+            stop = data.find(b"\n", position + _WINDOW)
+            if stop < 0:
+                break
+            if lines.feed(view[position:stop]):
+                committed = stop + 1
+            position = stop + 1
+            continue
+        for text in data[position:stop].split(b"\n"):
+            position += len(text) + 1
+            if lines.feed(text):
+                committed = position
     marker = None if committed == len(data) else TornMarker(committed, [], len(data))
     return LogScan(header, lines.events, marker)
 
