@@ -29,7 +29,6 @@ from plugins.session.jsonutil import dumps
 from plugins.session_persistence import fsguard
 from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
 from plugins.session_persistence.errors import (
-    SessionPersistenceCorruptionError,
     SessionPersistenceError,
     StaleWriterError,
 )
@@ -37,7 +36,18 @@ from plugins.session_persistence.packing import encode_records
 
 from . import frames
 from .fileops import FileOps
-from .layout import LOCK_NAME, log_name, project_dir, segment, unescape
+from .layout import (
+    LOCK_NAME,
+    duplicate_id,
+    encoding_mismatch,
+    flat_layout,
+    log_name,
+    misplaced_log,
+    project_dir,
+    requested_id_mismatch,
+    segment,
+    unescape,
+)
 from .lock import WriterLock
 from .reader import (
     LogScan,
@@ -209,11 +219,7 @@ class JsonlBackend:
                 continue
             for flat in (f"{seg}.jsonl", f"{seg}.jsonl.zstd"):
                 if os.path.lexists(os.path.join(base, flat)):
-                    raise SessionPersistenceError(
-                        f'session "{session_id}" has a flat log file '
-                        f'"{os.path.join(base, flat)}"; this backend reads only '
-                        f"<root>/<project>/<segment>/{self._log_name}"
-                    )
+                    raise flat_layout(os.path.join(base, flat))
             directory = os.path.join(base, seg)
             try:
                 fsguard.check_dir(directory)
@@ -221,10 +227,7 @@ class JsonlBackend:
                 continue
             other = os.path.join(directory, self._other_name)
             if os.path.lexists(other):
-                raise SessionPersistenceError(
-                    f'session "{session_id}" has a log "{other}" of the other encoding; this '
-                    f'backend is configured for compression "{self.compression}"'
-                )
+                raise encoding_mismatch(other, self.compression)
             path = os.path.join(directory, self._log_name)
             try:
                 fsguard.check_file(path)
@@ -232,10 +235,7 @@ class JsonlBackend:
                 continue
             found.append(path)
         if len(found) > 1:
-            raise SessionPersistenceError(
-                f'session "{session_id}" is stored in two project directories: '
-                f'"{found[0]}" and "{found[1]}"'
-            )
+            raise duplicate_id(session_id)
         return found[0] if found else None
 
     def _projects(
@@ -260,21 +260,13 @@ class JsonlBackend:
         return projects
 
     def _check_location(self, path: str, header: JsonObject) -> None:
-        """A log's header must reproduce its path (id and cwd)."""
-        directory = os.path.dirname(path)
-        cwd = header.get("cwd")
-        session_id = header.get("id")
-        if cwd is not None and type(cwd) is not str:
-            raise SessionPersistenceCorruptionError(f'session log "{path}" has a non-string cwd')
-        if type(session_id) is not str or session_id == "":
-            raise SessionPersistenceCorruptionError(f'session log "{path}" has no valid id')
-        if os.path.basename(directory) != segment(session_id) or os.path.basename(
-            os.path.dirname(directory)
-        ) != project_dir(cwd):
-            raise SessionPersistenceCorruptionError(
-                f'session log "{path}" does not match its location: header id '
-                f"{dumps(session_id)} and cwd {dumps(cwd)} map elsewhere"
-            )
+        """A v0 log's header (shape checked by the reader) must reproduce its path."""
+        session_id = header["id"]
+        if session_id == "":
+            raise misplaced_log(path, session_id, None)
+        expected = _log_path(str(self.root), header.get("cwd"), session_id, self._log_name)
+        if path != expected:
+            raise misplaced_log(path, session_id, expected)
 
     # ---- reads ---------------------------------------------------------------------------
 
@@ -315,7 +307,9 @@ class JsonlBackend:
         data, st = read
         scan = self._scan(data)
         meta = header_meta(scan.header)
-        if scan.header["version"] == 0 and meta.get("id") == session_id:
+        if scan.header["version"] == 0:
+            if meta["id"] != session_id:
+                raise requested_id_mismatch(path, session_id, meta["id"])
             self._check_location(path, scan.header)
         self._sizes[session_id] = len(data)
         self._files[session_id] = (st.st_dev, st.st_ino)
@@ -366,19 +360,13 @@ class JsonlBackend:
         if entry.name.endswith((".jsonl", ".jsonl.zstd")) and not entry.is_dir(
             follow_symlinks=False
         ):
-            raise SessionPersistenceError(
-                f'flat log file "{entry.path}"; this backend reads only '
-                f"<root>/<project>/<segment>/{self._log_name}"
-            )
+            raise flat_layout(entry.path)
         if not entry.is_symlink() and not entry.is_dir(follow_symlinks=False):
             return None
         fsguard.check_dir(entry.path, entry.stat(follow_symlinks=False))
         other = os.path.join(entry.path, self._other_name)
         if os.path.lexists(other):
-            raise SessionPersistenceError(
-                f'log "{other}" is of the other encoding; this backend is configured '
-                f'for compression "{self.compression}"'
-            )
+            raise encoding_mismatch(other, self.compression)
         path = os.path.join(entry.path, self._log_name)
         read = self._read_header(path)
         if read is None:
@@ -388,10 +376,7 @@ class JsonlBackend:
             self._check_location(path, header)
         session_id = str(header.get("id"))
         if session_id in seen:
-            raise SessionPersistenceError(
-                f'session "{session_id}" is stored in two project directories: '
-                f'"{seen[session_id]}" and "{path}"'
-            )
+            raise duplicate_id(session_id)
         seen[session_id] = path
         return Snapshot(header_meta(header), _revision(st))
 

@@ -1,9 +1,10 @@
 """Zstandard frame structure: split a compressed log into frames without decompressing it.
 
-A log is a sequence of checksummed frames (RFC 8878 §3.1.1): magic `0xFD2FB528`, a frame header
-descriptor, optional window descriptor, dictionary id and content size, blocks (3-byte headers),
-and a 4-byte content checksum. The scan only reads headers, so a torn last frame (EOF inside it)
-is told apart from corruption (bad magic, reserved bits, reserved block type) cheaply.
+A log is a sequence of frames (RFC 8878 §3.1.1): magic `0xFD2FB528`, a frame header descriptor,
+optional window descriptor, dictionary id and content size, blocks (3-byte headers), and a 4-byte
+content checksum (optional in the format; this backend always writes it). The scan only reads
+headers, so a torn last frame (EOF inside it) is told apart from corruption (bad magic, the
+reserved bit, a reserved block type) cheaply.
 
 Bytes that are not a frame after the last complete frame and up to the end of the data (the
 zero-filled tail a power cut leaves on ext4 or XFS) are a torn tail, not corruption: structural
@@ -39,7 +40,7 @@ _TORN_PIECE: Final = 16384
 
 
 class FrameError(ValueError):
-    """Raised when the bytes are not a sequence of checksummed zstd frames (corruption)."""
+    """Raised when the bytes are not a sequence of zstd frames (corruption)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +55,10 @@ class Frame:
 def scan(data: bytes | memoryview, *, limit: int | None = None) -> list[Frame]:
     """Split `data` into frames (at most `limit`); only the last one may be incomplete (torn).
 
-    Raises `FrameError` naming the frame and offset for bad magic, reserved bits, a reserved block
-    type, or a frame without a content checksum, when a later complete frame follows; without
-    one, the bytes from that frame's start to the end are returned as one torn frame.
+    Raises `FrameError` naming the byte offset for bad magic, the reserved header bit or a
+    reserved block type, when a later complete frame follows (the content checksum is optional,
+    as in the format: docs/legacy-logs.md); without one, the bytes from that frame's start to the
+    end are returned as one torn frame.
     """
     frames: list[Frame] = []
     try:
@@ -104,19 +106,17 @@ def _scan(data: bytes | memoryview, limit: int | None, frames: list[Frame]) -> N
     pos = 0
     while pos < size and (limit is None or len(frames) < limit):
         start = pos
-        number = len(frames) + 1
         if size - pos < 5:
             if bytes(data[pos:]) != MAGIC[: size - pos]:
-                raise FrameError(f"frame {number} at byte {start} has a bad magic number")
+                raise FrameError(f"invalid frame magic at byte {start}")
             frames.append(Frame(start, size, False))
             break
         if bytes(data[pos : pos + 4]) != MAGIC:
-            raise FrameError(f"frame {number} at byte {start} has a bad magic number")
+            raise FrameError(f"invalid frame magic at byte {start}")
         descriptor = data[pos + 4]
         if descriptor & 0x08:
-            raise FrameError(f"frame {number} at byte {start} sets a reserved header bit")
-        if not descriptor & 0x04:
-            raise FrameError(f"frame {number} at byte {start} has no content checksum")
+            raise FrameError(f"reserved frame-header bit at byte {pos + 4}")
+        checksum = 4 if descriptor & 0x04 else 0
         single_segment = bool(descriptor & 0x20)
         fcs = _FCS_BYTES[descriptor >> 6]
         if fcs == 0 and single_segment:
@@ -130,7 +130,7 @@ def _scan(data: bytes | memoryview, limit: int | None, frames: list[Frame]) -> N
             header = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
             block_type = (header >> 1) & 0x03
             if block_type == 3:
-                raise FrameError(f"frame {number} at byte {start} has a reserved block type")
+                raise FrameError(f"reserved block type at byte {pos}")
             pos += 3 + (1 if block_type == 1 else header >> 3)
             if pos > size:
                 torn = True
@@ -138,7 +138,7 @@ def _scan(data: bytes | memoryview, limit: int | None, frames: list[Frame]) -> N
             if header & 0x01:
                 break
         if not torn:
-            pos += 4
+            pos += checksum
             torn = pos > size
         if torn:
             frames.append(Frame(start, size, False))

@@ -38,5 +38,5 @@ async def test_a_deep_last_line_is_a_torn_tail(tmp_path: Path) -> None:
 async def test_a_deep_header_is_corruption(tmp_path: Path) -> None:
     path = await write(backend(tmp_path, "none"), meta(), [turn(0)])
     path.write_bytes(b'{"type":"session","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")
-    with pytest.raises(SessionPersistenceCorruptionError, match="unparsable header line"):
+    with pytest.raises(SessionPersistenceCorruptionError, match="header line is not valid JSON"):
         await backend(tmp_path, "none").load_stored("s1")

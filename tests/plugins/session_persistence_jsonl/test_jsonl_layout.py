@@ -150,8 +150,8 @@ async def test_one_bad_entry_does_not_hide_the_others(tmp_path: Path, mode: str)
     headers = await b.list()
     assert [h["id"] for h in headers] == ["bad", "good"]
     assert "problem" not in headers[1]
-    assert str(headers[0]["problem"]).startswith(f'log "{bad.parent}/session.jsonl')
-    with pytest.raises(SessionPersistenceError, match="other encoding"):
+    assert str(headers[0]["problem"]).startswith(f'session artifact "{bad.parent}/session.jsonl')
+    with pytest.raises(SessionPersistenceError, match="but this backend is configured for"):
         await b.load_stored("bad")  # the marked id still refuses to load
 
 
@@ -180,10 +180,10 @@ async def test_other_encoding_in_the_root_is_refused(tmp_path: Path, mode: str) 
     await write(backend(tmp_path, other), meta(), [turn(0)])
     b = backend(tmp_path, mode)
     for call in (b.load_stored("s1"), b.read_stored_revision("s1")):
-        with pytest.raises(SessionPersistenceError, match="other encoding"):
+        with pytest.raises(SessionPersistenceError, match="but this backend is configured for"):
             await call
-    assert_problem_row(await b.list(), "other encoding")
-    with pytest.raises(SessionPersistenceError, match="other encoding"):
+    assert_problem_row(await b.list(), "but this backend is configured for")
+    with pytest.raises(SessionPersistenceError, match="but this backend is configured for"):
         await b.append_batch(meta(), turn(0), is_materialized=False)
 
 
@@ -193,9 +193,9 @@ async def test_flat_log_file_is_refused(tmp_path: Path, mode: str) -> None:
     path = await write(b, meta(), [turn(0)])
     flat = path.parent.parent / ("s2.jsonl.zstd" if mode == "zstd" else "s2.jsonl")
     flat.write_bytes(path.read_bytes())
-    with pytest.raises(SessionPersistenceError, match="flat log file"):
+    with pytest.raises(SessionPersistenceError, match="uses the unsupported flat-file layout"):
         await b.load_stored("s2")
-    assert_problem_row(await b.list(), "flat log file")
+    assert_problem_row(await b.list(), "uses the unsupported flat-file layout")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -206,9 +206,9 @@ async def test_one_id_in_two_project_dirs_is_refused(tmp_path: Path, mode: str) 
         await b.append_batch(meta(cwd="/b"), turn(0), is_materialized=False)
     elsewhere = await write(backend(tmp_path / "x", mode), meta(cwd="/b"), [turn(0)])
     elsewhere.parent.parent.rename(tmp_path / "sessions" / "--b--")
-    with pytest.raises(SessionPersistenceError, match="stored in two project directories"):
+    with pytest.raises(SessionPersistenceError, match="appears in multiple project directories"):
         await b.load_stored("s1")
-    assert_problem_row(await b.list(), "stored in two project directories")
+    assert_problem_row(await b.list(), "appears in multiple project directories")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -218,9 +218,9 @@ async def test_header_must_reproduce_its_location(tmp_path: Path, mode: str) -> 
     moved = tmp_path / "sessions" / "--b--" / "s1"
     moved.parent.mkdir()
     path.parent.rename(moved)
-    with pytest.raises(SessionPersistenceError, match="does not match its location"):
+    with pytest.raises(SessionPersistenceError, match="and cwd identify"):
         await b.load_stored("s1")
-    assert_problem_row(await b.list(), "does not match its location")
+    assert_problem_row(await b.list(), "and cwd identify")
 
 
 async def test_nothing_stored(tmp_path: Path) -> None:
@@ -270,5 +270,5 @@ async def test_dsh_sessions_rows_mark_the_refused_entry(tmp_path: Path, mode: st
     assert set(rows) == {"good", "misplaced", "--linked--"}
     assert rows["good"].problem is None
     assert rows["good"].events == len(turn(0))
-    assert "does not match its location" in str(rows["misplaced"].problem)
+    assert "and cwd identify" in str(rows["misplaced"].problem)
     assert "is a symbolic link" in str(rows["--linked--"].problem)

@@ -64,9 +64,7 @@ async def test_garbage_before_a_later_complete_frame_stays_corruption(tmp_path: 
     frames = scan(data)
     damaged = data[: frames[2].start] + b"\x00" * 4 + data[frames[2].start + 4 :]
     path.write_bytes(damaged)
-    with pytest.raises(
-        SessionPersistenceCorruptionError, match=r"frame 3 at byte \d+ has a bad magic"
-    ):
+    with pytest.raises(SessionPersistenceCorruptionError, match=r"invalid frame magic at byte \d+"):
         await backend(tmp_path, "zstd").load_stored("s1")
     assert path.read_bytes() == damaged
     with pytest.raises(FrameError):
@@ -80,7 +78,7 @@ async def test_a_checksum_failure_before_a_later_frame_stays_corruption(tmp_path
     data[frames[2].end - 1] ^= 0xFF  # frame 3's checksum; frame 4 follows
     path.write_bytes(bytes(data))
     with pytest.raises(
-        SessionPersistenceCorruptionError, match=r"frame 3 at byte \d+ cannot be decoded"
+        SessionPersistenceCorruptionError, match=r"frame at byte \d+ failed validation"
     ):
         await backend(tmp_path, "zstd").load_stored("s1")
 
