@@ -6,16 +6,26 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from jsonl_helpers import MODES, backend, meta, turn, write
 
+import plugins.llm
+import plugins.session
+import plugins.session_checkpoint_policy
+import plugins.session_persistence_jsonl as jsonl
+import plugins.tools
+from framework import AbortController, Context
+from plugins.llm import GenerateOptions, chunks
+from plugins.session_persistence import mount_persistence
 from plugins.session_persistence.fsguard import ReplacedFileError, UnsafeStorageError
 from plugins.session_persistence.testing import running
 from plugins.session_persistence_jsonl import JsonlBackend
+from plugins.tools import Tool, ToolExecutionInput
 
 pytestmark = pytest.mark.anyio
 
@@ -194,3 +204,58 @@ async def test_a_replaced_log_stops_a_live_session_flush(tmp_path: Path) -> None
         log.with_name("x").rename(log)  # put the held file back: writes go on, once
         await world.sessions.flush(session)
         assert log.read_bytes().count(b"step/start") == 1
+
+
+async def test_a_log_swapped_mid_turn_stops_the_next_request_and_tool_body(
+    tmp_path: Path,
+) -> None:
+    """Under the checkpoint policy: after `mv log x; cp -p x log` the next barrier's flush fails
+    closed, so neither the model request nor the tool body runs, and neither file grows."""
+    ran: list[str] = []
+
+    async def persistence(ctx: Context, _config: object) -> Any:
+        backend = JsonlBackend(tmp_path, compression="none")
+        config = jsonl.Config(
+            root=str(tmp_path), compression="none", write_batch_max_delay_ms=60_000
+        )
+        return await mount_persistence(ctx, backend, config)
+
+    class Adapter:
+        async def stream(self, options: Any) -> AsyncIterator[dict[str, Any]]:
+            ran.append("adapter")
+            yield chunks.finish(chunks.stop_reason("stop"))
+
+    async def body(args: Any, exec: Any) -> Any:
+        ran.append("tool")
+        return None
+
+    async with Context() as ctx:
+        await ctx.plugin(plugins.session)
+        await ctx.plugin(plugins.llm)
+        await ctx.plugin(plugins.tools)
+        await ctx.plugin(persistence)
+        await ctx.plugin(plugins.session_checkpoint_policy)
+        ctx.llm.register_adapter("probe", Adapter())
+        ctx.tools.register(Tool(name="probe", description="p", parameters={}, execute=body))
+        session = ctx.sessions.create("swapped", meta={"cwd": str(tmp_path)})
+        session.append("turn/start", {"turn": 1})
+        await ctx.sessions.flush(session)
+        log = Path(ctx.sessionPersistence.locate(session.header).path)
+        log.rename(log.with_name("x"))
+        shutil.copy2(log.with_name("x"), log)
+        sizes = (log.stat().st_size, log.with_name("x").stat().st_size)
+
+        session.append("step/start", {"turn": 1, "step": 1})
+        options = GenerateOptions(provider="probe", model="m", messages=[], session_id="swapped")
+        with pytest.raises(ReplacedFileError):
+            async for _ in ctx.llm.stream(options):
+                pass
+        agent = SimpleNamespace(ctx=ctx, session=session)
+        call = ToolExecutionInput(
+            call_id="c1", name="probe", arguments={}, signal=AbortController().signal, agent=agent
+        )
+        result = await ctx.tools.execute(call)
+        assert result.is_error is True
+        assert "was replaced while this process held it open" in result.content[0]["text"]
+        assert ran == []
+        assert (log.stat().st_size, log.with_name("x").stat().st_size) == sizes
