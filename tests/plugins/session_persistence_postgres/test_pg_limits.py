@@ -18,11 +18,6 @@ from plugins.session_persistence_postgres.connection import MAX_ID_BYTES
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # psycopg's async driver is asyncio-only
-
-
 async def test_an_id_over_the_index_limit_fails_at_create(postgres: PostgresTarget) -> None:
     long_id = secrets.token_hex(1400)  # 2800 random bytes: over the ~2.7 KB btree entry limit
     expected = (

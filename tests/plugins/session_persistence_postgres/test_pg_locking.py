@@ -10,13 +10,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import psycopg
 import pytest
-from pg_helpers import backend, event, execute, meta, turn
+from pg_helpers import backend, event, execute, meta, turn, until
 from postgres_support import PostgresTarget
 
 import plugins.session
@@ -121,15 +120,6 @@ async def test_a_dropped_lock_connection_is_reacquired_on_the_next_write(
         await other.acquire_writer("s1")
     await owner.aclose()
     await other.aclose()
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Wait (bounded) until `condition()` holds."""
-    for _ in range(500):
-        if condition():
-            return
-        await anyio.sleep(0.01)
-    raise AssertionError(f"timed out waiting until {what}")
 
 
 async def test_a_dropped_lock_connection_is_retaken_at_once_without_a_write(
