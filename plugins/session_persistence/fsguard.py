@@ -131,10 +131,9 @@ def check_path(root: str, path: str, *, leaf_is_dir: bool = False) -> bool:
     return True
 
 
-def check_same_file(path: str, fd: int) -> None:
-    """Raise `ReplacedFileError` unless `path` still names the file open as `fd` (same device
-    and inode)."""
-    held = os.fstat(fd)
+def check_same_file(path: str, held: os.stat_result) -> None:
+    """Raise `ReplacedFileError` unless `path` still names the file `held` is the `fstat` of
+    (same device and inode)."""
     try:
         named = os.lstat(path)
     except FileNotFoundError:

@@ -460,8 +460,10 @@ class JsonlBackend:
         io = self._io
         owner = self._owners.get(session_id)
         fd = owner.fd if owner is not None else -1
-        fsguard.check_path(str(self.root), path)
         if fd < 0:
+            # A kept descriptor was checked when it was opened; from then on the path must
+            # only keep naming its file (below).
+            fsguard.check_path(str(self.root), path)
             try:
                 fd = io.open(path, _APPEND_FLAGS)
             except OSError as error:
@@ -477,7 +479,7 @@ class JsonlBackend:
                 held.st_ino,
             ):
                 raise fsguard.ReplacedFileError(path)
-            fsguard.check_same_file(path, fd)
+            fsguard.check_same_file(path, held)
             if owner is not None and owner.lock is not None:
                 owner.lock.check()
             size = io.size(fd)

@@ -23,11 +23,12 @@ __all__ = ["WriterLock"]
 class WriterLock:
     """A held lock on one session's `session.lock`; `release()` frees it."""
 
-    __slots__ = ("_fd", "path")
+    __slots__ = ("_fd", "_held", "path")
 
     def __init__(self, path: str, fd: int) -> None:
         self.path = path
         self._fd = fd
+        self._held = os.fstat(fd)
 
     @classmethod
     def acquire(cls, session_id: str, path: str) -> WriterLock:
@@ -62,7 +63,7 @@ class WriterLock:
     def check(self) -> None:
         """Raise `ReplacedFileError` when the lock's path no longer names the held file (a
         second writer would lock the new one)."""
-        fsguard.check_same_file(self.path, self._fd)
+        fsguard.check_same_file(self.path, self._held)
 
     def release(self) -> None:
         """Free the lock (closing the descriptor releases the flock); idempotent."""
