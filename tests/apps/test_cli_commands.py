@@ -69,8 +69,9 @@ def test_run_json_lines(dsh: Sandbox, replay_overlay: Callable[..., Path]) -> No
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     types = [line["type"] for line in lines]
-    assert types == ["tool-call", "tool-result", "text", "text", "result"]
-    call, tool_result, *texts, final = lines
+    assert types == ["session", "tool-call", "tool-result", "text", "text", "result"]
+    session, call, tool_result, *texts, final = lines
+    assert session == {"type": "session", "sessionId": "s-json", "resumed": False}
     assert call == {
         "type": "tool-call",
         "callId": "call-1",
@@ -79,11 +80,12 @@ def test_run_json_lines(dsh: Sandbox, replay_overlay: Callable[..., Path]) -> No
     }
     assert tool_result["callId"] == "call-1"
     assert tool_result["isError"] is False
-    assert json.loads(tool_result["content"]) == {"path": "a.txt", "bytes": 5}
+    assert tool_result["value"] == {"path": "a.txt", "bytes": 5}
     assert texts == [{"type": "text", "text": "All done"}, {"type": "text", "text": "."}]
     assert final == {
         "type": "result",
         "sessionId": "s-json",
+        "stored": True,
         "output": "All done.",
         "reason": {"kind": "completed"},
     }
