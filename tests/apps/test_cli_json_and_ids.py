@@ -116,7 +116,8 @@ def test_a_closed_stdout_ends_the_output_quietly_and_the_turn_is_durable(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
     head = [process.stdout.readline() for _ in range(3)]
     process.stdout.close()  # `| head -3`
     err = process.stderr.read()
