@@ -86,11 +86,16 @@ def test_every_problem_is_reported(dsh: Sandbox) -> None:
     result = dsh("check", "-c", "app.yml")
     assert result.returncode == 2
     lines = result.stdout.splitlines()
-    assert [LINE.match(line)["line"] for line in lines] == ["2", "6"]  # type: ignore[index]
+    # The unknown plugin, the bad config, then each service row b needs and no row provides.
+    assert [LINE.match(line)["line"] for line in lines] == ["2", "6", "3", "3", "3"]  # type: ignore[index]
     assert lines[1].endswith(
         "invalid config for entry b (app.yml:6): Extra inputs are not permitted (at bogus)"
     )
-    assert result.stderr == "dsh: error: 2 problem(s) in app.yml\n"
+    assert lines[2].endswith(
+        'service "sessions" is not provided by any row; add a row with name: dsh-session'
+        " (needed by entry b, app.yml:4)"
+    )
+    assert result.stderr == "dsh: error: 5 problem(s) in app.yml\n"
 
 
 @pytest.mark.parametrize(

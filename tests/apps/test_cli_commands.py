@@ -179,7 +179,13 @@ def test_errors_are_one_line_and_exit_codes(dsh: Sandbox) -> None:
     assert boot.returncode == 2
     (error,) = boot.stderr.splitlines()
     assert error.startswith("dsh: error: failed to boot lonely.yml: 1 entries did not start: ")
-    assert error.endswith("agent (dsh-agent): waiting for services: sessions, llm, tools")
+    assert error.endswith(
+        "agent (dsh-agent): waiting for services: sessions, llm, tools; "
+        'service "sessions" is not provided by any row; add a row with name: dsh-session; '
+        'service "llm" is not provided by any row; add a row with name: dsh-llm; '
+        'service "tools" is not provided by any row; add a row with name: dsh-tools'
+    )
+    assert ":;" not in error
     assert "Traceback" not in boot.stderr
 
     usage = dsh("run", "--no-such-option")

@@ -156,7 +156,10 @@ async def test_pending_rows_fail_boot_naming_missing_services(folder: Path, rec:
     assert str(info.value) == (
         f"failed to boot {manifest}: 2 entries did not start\n"
         "  consumer (loader_fx_consumer): waiting for services: demo, llm\n"
-        "  nested (./configured.py): waiting for services: tools"
+        "  nested (./configured.py): waiting for services: tools\n"
+        '  service "demo" is not provided by any row\n'
+        '  service "llm" is not provided by any row; add a row with name: dsh-llm\n'
+        '  service "tools" is not provided by any row; add a row with name: dsh-tools'
     )
     assert rec == [("configured", 1, "hi"), ("configured-disposed",)]
 
@@ -335,7 +338,18 @@ def test_the_seed_snippet_loads_verbatim(tmp_path: Path) -> None:
           name: '@deepseek-ai/dsh-session-checkpoint-policy'
         """,
     )
-    assert check_manifest(manifest) == []
+    # Alone it lacks the services its rows need; another file adds them.
+    assert [str(p).split(" (needed")[0] for p in check_manifest(manifest)] == [
+        'service "sessions" is not provided by any row; add a row with name: dsh-session',
+        'service "llm" is not provided by any row; add a row with name: dsh-llm',
+        'service "tools" is not provided by any row; add a row with name: dsh-tools',
+    ]
+    rest = write(
+        tmp_path,
+        "rest.yaml",
+        "- insert: [{name: dsh-session}, {name: dsh-llm}, {name: dsh-tools}]\n",
+    )
+    assert check_manifest(manifest, [rest]) == []
 
 
 def test_patches_must_be_a_sequence_of_paths(folder: Path) -> None:
