@@ -332,10 +332,8 @@ def _missing_services(manifest: Manifest, plugins: Mapping[str, object]) -> list
     for service, entries in needed.items():
         first = entries[0]
         ids = ", ".join(e.id for e in entries)
-        message = (
-            f"{missing_service_hint(service, installed)} "
-            f"(needed by entry {ids}, {first.name_loc.at})"
-        )
+        label = "entry" if len(entries) == 1 else "entries"
+        message = f"{missing_service_hint(service, installed)} (needed by {label} {ids})"
         problems.append(ManifestProblem(message, first.loc, first.id))
     return problems
 

@@ -554,9 +554,8 @@ class _Reader:
         where = (target.config_loc or target.loc).at
         manifest.warnings.append(
             ManifestProblem(
-                f"overlay {loc.path}: {loc.line}:{loc.col}: the config of entry {target.id} is "
-                f"replaced, not merged: {names} from {where} are dropped "
-                "(repeat the keys to keep)",
+                f"the config of entry {target.id} is replaced, not merged: it drops {names} "
+                f"of {where} (repeat the keys to keep them)",
                 loc,
                 target.id,
                 warning=True,

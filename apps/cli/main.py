@@ -255,11 +255,11 @@ def check(config: Manifest = None, patch: Patches = None, debug: Debug = False) 
 
     async def work() -> int:
         manifest = config or default_manifest()
-        problems = checking.check(manifest, patch or [])
-        for line in problems:
+        report = checking.check(manifest, patch or [])
+        for line in (*report.problems, *report.warnings):
             print(line)
-        if problems:
-            print(f"dsh: error: {len(problems)} problem(s) in {manifest}", file=sys.stderr)
+        if report.problems:
+            print(f"dsh: error: {len(report.problems)} problem(s) in {manifest}", file=sys.stderr)
             return USAGE
         print(f"ok: {manifest}" + "".join(f" + {p}" for p in patch or []))
         return OK
