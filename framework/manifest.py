@@ -312,9 +312,7 @@ class _Reader:
                     if source in seen:
                         raise self.fail(source, "recursive alias", syntax=True)
                     if len(seen) >= _MAX_DEPTH:
-                        raise self.fail(
-                            source, f"nested deeper than {_MAX_DEPTH} levels", syntax=True
-                        )
+                        raise self.fail(source, _TOO_DEEP, syntax=True)
                     for key, k, v in self.items(source, (*seen, node)):
                         merged.setdefault(key, (k, v))
                 continue
