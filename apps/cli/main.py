@@ -240,7 +240,8 @@ def show(
             for event in log.events:
                 print(dumps(event))
             return OK
-        timeline = Timeline(log.events, len(stored))
+        policy = checking.checkpoint_policy(config or default_manifest(), patch or [])
+        timeline = Timeline(log.events, len(stored), policy)
         out = consoles().out
         for line in (*timeline.header(log.header), *timeline.lines()):
             out.print(line)

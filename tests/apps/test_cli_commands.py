@@ -213,3 +213,24 @@ def test_plugins_lists_entry_points(dsh: Sandbox) -> None:
     assert rows["dsh-session-persistence-jsonl"]["provides"] == ["sessionPersistence"]
     assert rows["dsh-demo-tools"]["provides"] == []
     assert "dsh-llm-replay" in dsh("plugins").stdout
+
+
+def test_show_draws_barriers_only_where_the_manifest_mounts_a_policy(
+    dsh: Sandbox, replay_overlay: Callable[..., Path]
+) -> None:
+    overlay = replay_overlay("fast.yml", ONE_STEP)
+    assert dsh("run", "--patch", overlay, "--session", "s-marks", "go").returncode == 0
+    config = Path(__file__).parents[2] / "config" / "overlays"
+    with_policy = dsh("show", "s-marks").stdout
+    assert "◆ checkpoint barrier of @deepseek-ai/dsh-session-checkpoint-policy: the events " in (
+        with_policy
+    )
+    assert "  ◆ step 1" in with_policy
+    assert "    ◆ → write_file" in with_policy
+    strict = dsh("show", "s-marks", "--patch", config / "strict-checkpoints.yml").stdout
+    assert "  ◆ step 1" in strict
+    without = dsh("show", "s-marks", "--patch", config / "no-checkpoints.yml").stdout
+    assert without.count("◆") == 1  # only in the legend's "no ◆ marks"
+    assert "no ◆ marks: this manifest mounts no checkpoint policy" in without
+    assert "  step 1" in without
+    assert "    → write_file" in without
