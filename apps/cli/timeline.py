@@ -9,6 +9,7 @@ those not yet written (the log is balanced in memory by inspect) are marked pend
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -88,7 +89,7 @@ class Timeline:
         if pending > 0:
             yield Text(
                 f"⚠ the log ends inside a turn: {pending} repair event(s) below are not written "
-                f"yet (dsh resume {header['id']} writes them)",
+                f"yet (dsh resume {shlex.quote(str(header['id']))} writes them)",
                 style="bold yellow",
             )
 
