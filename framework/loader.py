@@ -444,7 +444,7 @@ async def boot(
 
     Every row is mounted concurrently and boot waits until all have settled. Raises
     ``ManifestError`` (all parse, shape and resolution problems) or ``BootError`` (rows FAILED
-    or still PENDING, and a hint naming the plugin for each awaited service no row provides;
+    or still PENDING, its ``hints`` naming the plugin for each awaited service no row provides;
     everything is disposed first). The framework's error records of a failed boot are logged
     at DEBUG only (the ``BootError`` carries them). Leaving the block disposes everything.
     """
@@ -471,7 +471,8 @@ async def boot(
     if failed:
         for line in failed:
             log.error("failed to apply loader entry %s", line)
-        body = "\n".join("  " + line.replace("\n", "\n  ") for line in [*failed, *hints])
+        body = "\n".join("  " + line.replace("\n", "\n  ") for line in failed)
         raise BootError(
-            f"failed to boot {manifest_path}: {len(failed)} entries did not start\n{body}"
+            f"failed to boot {manifest_path}: {len(failed)} entries did not start\n{body}",
+            tuple(hints),
         )

@@ -104,6 +104,8 @@ def error_lines(error: BaseException) -> list[str]:
     if isinstance(error, SessionLockedError | CliError):
         return [text]
     text = describe(error)
+    if isinstance(error, BootError):
+        return ["; ".join((text, *error.hints))]
     if isinstance(error, OSError):
         return [text]
     if not isinstance(error, BootError) and type(error).__module__ == "builtins":

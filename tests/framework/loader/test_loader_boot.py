@@ -156,10 +156,12 @@ async def test_pending_rows_fail_boot_naming_missing_services(folder: Path, rec:
     assert str(info.value) == (
         f"failed to boot {manifest}: 2 entries did not start\n"
         "  consumer (loader_fx_consumer): waiting for services: demo, llm\n"
-        "  nested (./configured.py): waiting for services: tools\n"
-        '  service "demo" is not provided by any row\n'
-        '  service "llm" is not provided by any row; add a row with name: dsh-llm\n'
-        '  service "tools" is not provided by any row; add a row with name: dsh-tools'
+        "  nested (./configured.py): waiting for services: tools"
+    )
+    assert info.value.hints == (
+        'service "demo" is not provided by any row',
+        'service "llm" is not provided by any row; add a row with name: dsh-llm',
+        'service "tools" is not provided by any row; add a row with name: dsh-tools',
     )
     assert rec == [("configured", 1, "hi"), ("configured-disposed",)]
 
