@@ -58,6 +58,15 @@ def check(manifest: Path, patches: Sequence[Path]) -> Report:
     return Report([problem_line(p) for p in problems], [problem_line(p) for p in warnings])
 
 
+def refusals(manifest: Path, patches: Sequence[Path]) -> list[ManifestProblem]:
+    """The app's problems (not its warnings) that `dsh run` refuses before it boots anything;
+    the loader's own problems are left to the boot, which reports them."""
+    found = inspect_manifest(manifest, list(patches))
+    if found.manifest is None or found.problems:
+        return []
+    return [problem for problem in app_problems(found) if not problem.warning]
+
+
 def app_problems(found: ManifestCheck) -> Iterator[ManifestProblem]:
     """The app's own checks over a manifest the loader found clean."""
     assert found.manifest is not None

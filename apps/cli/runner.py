@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskStatus
 
-from framework import Context
+from framework import Context, ManifestError
 from framework.loader import boot
 from plugins.agent import USER
 from plugins.session_persistence import SessionPersistenceError
 
+from . import checking
+from .checking import problem_line
 from .console import silence_stdout
 from .errors import (
     FAILED,
@@ -186,6 +188,9 @@ def not_durable(reason: Mapping[str, Any], error: BaseException) -> dict[str, An
 
 async def run(options: RunOptions, view: RunView) -> int:
     """Send one prompt and wait for the agent to go idle; the exit code of the turn."""
+    refused = checking.refusals(options.manifest, options.patches)
+    if refused:
+        raise ManifestError("\n".join(problem_line(problem) for problem in refused))
     log.debug("booting %s with overlays %s", options.manifest, list(options.patches))
     async with boot(options.manifest, options.patches) as ctx:
         handle, resumed, repairs = await _open(ctx, options)

@@ -210,3 +210,15 @@ def test_check_catches_session_folders_the_backend_refuses(dsh: Sandbox) -> None
     run = dsh("run", "--patch", sqlite, "hi", env={"DSH_HOME": str(open_home)})
     assert run.returncode != 0
     assert "owner-only (0700)" in run.stderr
+
+
+def test_run_refuses_what_check_catches_before_writing_anything(dsh: Sandbox) -> None:
+    dsh.write("overlay.yml", "- id: agent\n  config: {system: hi}\n")
+    result = dsh("run", "--patch", "overlay.yml", "hi")
+    assert (result.returncode, result.stderr) == (
+        2,
+        "dsh: error: overlay.yml:2:11: entry agent (dsh-agent) has no model to talk to: set "
+        '"provider" and "model" in its config (e.g. provider: replay, model: replay)\n',
+    )
+    assert dsh.files() == {}
+    assert not dsh.home.exists()
