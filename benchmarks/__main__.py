@@ -1,4 +1,5 @@
-"""Run benchmarks by name: `python -m benchmarks p1 p7` (no names: all of them)."""
+"""Run benchmarks by name: `python -m benchmarks p1 p7` (no names: all of them), then redraw the
+README's picture from the results (`benchmarks.plot`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 def available() -> list[str]:
     """Benchmark modules are `benchmarks/<name>.py` files exposing `main()`."""
     here = Path(__file__).resolve().parent
-    skip = {"harness", "__main__"}
+    skip = {"harness", "__main__", "plot"}
     return sorted(m.name for m in pkgutil.iter_modules([str(here)]) if m.name not in skip)
 
 
@@ -23,6 +24,9 @@ def main(argv: list[str]) -> int:
         return 2
     for name in names:
         importlib.import_module(f"benchmarks.{name}").main()
+    from benchmarks.plot import draw
+
+    draw()
     return 0
 
 

@@ -29,6 +29,7 @@ from .errors import (
     SessionPersistenceError,
 )
 from .fifo import FifoLock, Ticket
+from .legacy import upgrade_stored
 from .session_api import LiveSession, SessionFactory
 from .timers import Clock, Spawn, Timers
 from .writer import WriteController
@@ -234,9 +235,13 @@ class Coordinator:
                 f'stored session "{session_id}" failed validation: {error}'
             ) from error
 
+    async def _load_stored(self, session_id: str) -> StoredLog | None:
+        """What every read of a stored log goes through: its legacy shapes upgraded in memory."""
+        return upgrade_stored(session_id, await self.backend.load_stored(session_id))
+
     async def _cold_prepare(self, session_id: str) -> _Prepared:
         """Read, validate and balance a stored log (rule 4)."""
-        stored = await self.backend.load_stored(session_id)
+        stored = await self._load_stored(session_id)
         if stored is None:
             raise SessionPersistenceError(f'session "{session_id}" not found')
         self._validate(session_id, stored)
@@ -475,7 +480,7 @@ class Coordinator:
         assert isinstance(from_seq, int)
         await self._wait_retirement(session_id)
         async with self._ticket(session_id):
-            stored = await self.backend.load_stored(session_id)
+            stored = await self._load_stored(session_id)
         if stored is None:
             raise SessionPersistenceError(f'session "{session_id}" not found')
         return stored.events[from_seq:]
@@ -574,7 +579,7 @@ class Coordinator:
             if stored_cwd != live_cwd:
                 raise self._cwd_collision(session_id, stored_cwd, live_cwd)
             if entry.cursor:
-                stored = await self.backend.load_stored(session_id)
+                stored = await self._load_stored(session_id)
                 prefix = [] if stored is None else stored.events
                 if not _same_json(session.events[: entry.cursor], prefix):
                     raise SessionPersistenceError(
@@ -599,7 +604,7 @@ class Coordinator:
     async def _adopt(self, session: LiveSession) -> _Entry:
         """A stored log the live session continues: truncate a torn tail, no closers."""
         session_id = session.id
-        stored = await self.backend.load_stored(session_id)
+        stored = await self._load_stored(session_id)
         if stored is None:
             raise SessionPersistenceError(f'session "{session_id}" not found')
         self._validate(session_id, stored)

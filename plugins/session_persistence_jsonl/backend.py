@@ -29,7 +29,6 @@ from plugins.session.events import HEADER_KEYS
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
 from plugins.session_persistence.errors import (
-    SessionPersistenceCorruptionError,
     SessionPersistenceError,
     StaleWriterError,
 )
@@ -37,7 +36,17 @@ from plugins.session_persistence.packing import encode_records
 
 from . import frames
 from .fileops import FileOps
-from .layout import LOCK_NAME, log_name, project_dir, segment
+from .layout import (
+    LOCK_NAME,
+    duplicate_id,
+    encoding_mismatch,
+    flat_layout,
+    log_name,
+    misplaced_log,
+    project_dir,
+    requested_id_mismatch,
+    segment,
+)
 from .lock import WriterLock
 from .reader import (
     LogScan,
@@ -204,46 +213,28 @@ class JsonlBackend:
             base = project.path
             for flat in (f"{seg}.jsonl", f"{seg}.jsonl.zstd"):
                 if os.path.lexists(os.path.join(base, flat)):
-                    raise SessionPersistenceError(
-                        f'session "{session_id}" has a flat log file '
-                        f'"{os.path.join(base, flat)}"; this backend reads only '
-                        f"<root>/<project>/<segment>/{self._log_name}"
-                    )
+                    raise flat_layout(os.path.join(base, flat))
             directory = os.path.join(base, seg)
             if not os.path.lexists(directory):
                 continue
             other = os.path.join(directory, self._other_name)
             if os.path.lexists(other):
-                raise SessionPersistenceError(
-                    f'session "{session_id}" has a log "{other}" of the other encoding; this '
-                    f'backend is configured for compression "{self.compression}"'
-                )
+                raise encoding_mismatch(other, self.compression)
             path = os.path.join(directory, self._log_name)
             if os.path.lexists(path):
                 found.append(path)
         if len(found) > 1:
-            raise SessionPersistenceError(
-                f'session "{session_id}" is stored in two project directories: '
-                f'"{found[0]}" and "{found[1]}"'
-            )
+            raise duplicate_id(session_id)
         return found[0] if found else None
 
     def _check_location(self, path: str, header: JsonObject) -> None:
-        """A log's header must reproduce its path (id and cwd)."""
-        directory = os.path.dirname(path)
-        cwd = header.get("cwd")
-        session_id = header.get("id")
-        if cwd is not None and type(cwd) is not str:
-            raise SessionPersistenceCorruptionError(f'session log "{path}" has a non-string cwd')
-        if type(session_id) is not str or session_id == "":
-            raise SessionPersistenceCorruptionError(f'session log "{path}" has no valid id')
-        if os.path.basename(directory) != segment(session_id) or os.path.basename(
-            os.path.dirname(directory)
-        ) != project_dir(cwd):
-            raise SessionPersistenceCorruptionError(
-                f'session log "{path}" does not match its location: header id '
-                f"{dumps(session_id)} and cwd {dumps(cwd)} map elsewhere"
-            )
+        """A v0 log's header (shape checked by the reader) must reproduce its path."""
+        session_id = header["id"]
+        if session_id == "":
+            raise misplaced_log(path, session_id, None)
+        expected = _log_path(str(self.root), header.get("cwd"), session_id, self._log_name)
+        if path != expected:
+            raise misplaced_log(path, session_id, expected)
 
     # ---- reads ---------------------------------------------------------------------------
 
@@ -291,7 +282,9 @@ class JsonlBackend:
         data, st = read
         scan = self._scan(data)
         meta = header_meta(scan.header)
-        if scan.header["version"] == 0 and meta.get("id") == session_id:
+        if scan.header["version"] == 0:
+            if meta["id"] != session_id:
+                raise requested_id_mismatch(path, session_id, meta["id"])
             self._check_location(path, scan.header)
         self._sizes[session_id] = len(data)
         return StoredLog(meta, scan.events, _revision(st), scan.marker)
@@ -329,18 +322,12 @@ class JsonlBackend:
                 if entry.name.endswith((".jsonl", ".jsonl.zstd")) and not entry.is_dir(
                     follow_symlinks=False
                 ):
-                    raise SessionPersistenceError(
-                        f'flat log file "{entry.path}"; this backend reads only '
-                        f"<root>/<project>/<segment>/{self._log_name}"
-                    )
+                    raise flat_layout(entry.path)
                 if not entry.is_dir(follow_symlinks=False):
                     continue
                 other = os.path.join(entry.path, self._other_name)
                 if os.path.lexists(other):
-                    raise SessionPersistenceError(
-                        f'log "{other}" is of the other encoding; this backend is configured '
-                        f'for compression "{self.compression}"'
-                    )
+                    raise encoding_mismatch(other, self.compression)
                 path = os.path.join(entry.path, self._log_name)
                 read = self._read_header(path)
                 if read is None:
@@ -350,10 +337,7 @@ class JsonlBackend:
                     self._check_location(path, header)
                 session_id = str(header.get("id"))
                 if session_id in seen:
-                    raise SessionPersistenceError(
-                        f'session "{session_id}" is stored in two project directories: '
-                        f'"{seen[session_id]}" and "{path}"'
-                    )
+                    raise duplicate_id(session_id)
                 seen[session_id] = path
                 snapshots.append(Snapshot(header_meta(header), _revision(st)))
         snapshots.sort(key=lambda s: (_sort_time(s.header), str(s.header.get("id"))))

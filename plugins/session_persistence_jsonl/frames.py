@@ -1,9 +1,10 @@
 """Zstandard frame structure: split a compressed log into frames without decompressing it.
 
-A log is a sequence of checksummed frames (RFC 8878 §3.1.1): magic `0xFD2FB528`, a frame header
-descriptor, optional window descriptor, dictionary id and content size, blocks (3-byte headers),
-and a 4-byte content checksum. The scan only reads headers, so a torn last frame (EOF inside it)
-is told apart from corruption (bad magic, reserved bits, reserved block type) cheaply.
+A log is a sequence of frames (RFC 8878 §3.1.1): magic `0xFD2FB528`, a frame header descriptor,
+optional window descriptor, dictionary id and content size, blocks (3-byte headers), and a 4-byte
+content checksum (optional in the format; this backend always writes it). The scan only reads
+headers, so a torn last frame (EOF inside it) is told apart from corruption (bad magic, the
+reserved bit, a reserved block type) cheaply.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ _TORN_PIECE: Final = 16384
 
 
 class FrameError(ValueError):
-    """Raised when the bytes are not a sequence of checksummed zstd frames (corruption)."""
+    """Raised when the bytes are not a sequence of zstd frames (corruption)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,27 +49,25 @@ class Frame:
 def scan(data: bytes | memoryview, *, limit: int | None = None) -> list[Frame]:
     """Split `data` into frames (at most `limit`); only the last one may be incomplete (torn).
 
-    Raises `FrameError` naming the frame and offset for bad magic, reserved bits, a reserved block
-    type, or a frame without a content checksum.
+    Raises `FrameError` naming the byte offset for bad magic, the reserved header bit or a
+    reserved block type. The content checksum is optional, as in the format (docs/legacy-logs.md).
     """
     frames: list[Frame] = []
     size = len(data)
     pos = 0
     while pos < size and (limit is None or len(frames) < limit):
         start = pos
-        number = len(frames) + 1
         if size - pos < 5:
             if bytes(data[pos:]) != MAGIC[: size - pos]:
-                raise FrameError(f"frame {number} at byte {start} has a bad magic number")
+                raise FrameError(f"invalid frame magic at byte {start}")
             frames.append(Frame(start, size, False))
             break
         if bytes(data[pos : pos + 4]) != MAGIC:
-            raise FrameError(f"frame {number} at byte {start} has a bad magic number")
+            raise FrameError(f"invalid frame magic at byte {start}")
         descriptor = data[pos + 4]
         if descriptor & 0x08:
-            raise FrameError(f"frame {number} at byte {start} sets a reserved header bit")
-        if not descriptor & 0x04:
-            raise FrameError(f"frame {number} at byte {start} has no content checksum")
+            raise FrameError(f"reserved frame-header bit at byte {pos + 4}")
+        checksum = 4 if descriptor & 0x04 else 0
         single_segment = bool(descriptor & 0x20)
         fcs = _FCS_BYTES[descriptor >> 6]
         if fcs == 0 and single_segment:
@@ -82,7 +81,7 @@ def scan(data: bytes | memoryview, *, limit: int | None = None) -> list[Frame]:
             header = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
             block_type = (header >> 1) & 0x03
             if block_type == 3:
-                raise FrameError(f"frame {number} at byte {start} has a reserved block type")
+                raise FrameError(f"reserved block type at byte {pos}")
             pos += 3 + (1 if block_type == 1 else header >> 3)
             if pos > size:
                 torn = True
@@ -90,7 +89,7 @@ def scan(data: bytes | memoryview, *, limit: int | None = None) -> list[Frame]:
             if header & 0x01:
                 break
         if not torn:
-            pos += 4
+            pos += checksum
             torn = pos > size
         if torn:
             frames.append(Frame(start, size, False))

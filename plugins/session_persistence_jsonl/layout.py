@@ -2,6 +2,8 @@
 
 Both encoders walk UTF-16 code units: ASCII letters, digits and `. _ -` stay, any other unit (`~`
 too) becomes `~` plus four uppercase hex digits, so every id and cwd maps to one safe name.
+
+The layout refusals carry the original harness's texts (docs/legacy-logs.md).
 """
 
 from __future__ import annotations
@@ -12,12 +14,23 @@ import re
 from pathlib import Path
 from typing import Final
 
+from plugins.session.jsonutil import dumps
+from plugins.session_persistence.errors import (
+    SessionPersistenceCorruptionError,
+    SessionPersistenceError,
+)
+
 __all__ = [
     "LOCK_NAME",
     "NO_CWD",
     "default_root",
+    "duplicate_id",
+    "encoding_mismatch",
+    "flat_layout",
     "log_name",
+    "misplaced_log",
     "project_dir",
+    "requested_id_mismatch",
     "segment",
 ]
 
@@ -82,3 +95,48 @@ def default_root() -> Path:
     if not base.is_absolute():
         raise ValueError(f"DSH_HOME must be an absolute path, got {home!r}")
     return base / "sessions"
+
+
+def flat_layout(path: str) -> SessionPersistenceError:
+    """A log file directly in a project directory (the flat layout of older releases)."""
+    return SessionPersistenceError(
+        f"session artifact {dumps(path)} uses the unsupported flat-file layout; use a separate "
+        "root or move it into a project/session directory before loading"
+    )
+
+
+def encoding_mismatch(path: str, compression: str) -> SessionPersistenceError:
+    """A log `path` of the other encoding than the configured `compression`."""
+    suffix = ".jsonl" if compression == "zstd" else ".jsonl.zstd"
+    return SessionPersistenceError(
+        f"session artifact {dumps(path)} uses {suffix}, but this backend is configured for "
+        f"compression {dumps(compression)}; use a separate root or select the matching "
+        "compression mode"
+    )
+
+
+def duplicate_id(session_id: str) -> SessionPersistenceError:
+    """One session id stored under two project directories."""
+    return SessionPersistenceError(
+        f'duplicate JSONL session id "{session_id}" appears in multiple project directories'
+    )
+
+
+def requested_id_mismatch(path: str, requested: str, header_id: object) -> SessionPersistenceError:
+    """The log found for `requested` names another id in its header."""
+    return SessionPersistenceCorruptionError(
+        f'corrupt session log {dumps(path)}: requested id "{requested}" does not match header '
+        f'id "{header_id}"'
+    )
+
+
+def misplaced_log(path: str, header_id: str, expected: str | None) -> SessionPersistenceError:
+    """A log whose header id and cwd name another path (`expected`; None: no path at all)."""
+    if expected is None:
+        return SessionPersistenceCorruptionError(
+            f"corrupt session log {dumps(path)}: header id cannot name a storage path"
+        )
+    return SessionPersistenceCorruptionError(
+        f'corrupt session log {dumps(path)}: header id "{header_id}" and cwd identify '
+        f"{dumps(expected)}"
+    )

@@ -14,11 +14,11 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 import zstandard
 
-from plugins.session.jsonutil import dumps, loads
+from plugins.session.jsonutil import MAX_SAFE_INTEGER, dumps, loads
 from plugins.session_persistence.errors import SessionPersistenceCorruptionError
 from plugins.session_persistence.packing import decode_record
 
@@ -97,18 +97,45 @@ def _corrupt(message: str) -> SessionPersistenceCorruptionError:
 def parse_header(line: bytes) -> JsonObject:
     """The header record of line `line` (without its newline).
 
-    Only the storage tag and the version are checked here: a version other than 0 is returned
-    as is (the coordinator refuses it before any shape check).
+    A header whose integer `version` is not 0 is returned without shape checks (the coordinator
+    refuses it with the format texts); a v0 header must have the header shape.
     """
     try:
         header = loads(line.decode("utf-8"))
     except ValueError:
-        raise _corrupt("corrupt session log: unparsable header line") from None
-    if type(header) is not dict or header.get("type") != "session":
-        raise _corrupt('corrupt session log: the first line is not a "session" header')
-    if type(header.get("version")) is not int:
-        raise _corrupt("corrupt session log: the header has no integer format version")
+        raise _corrupt("corrupt session log: header line is not valid JSON") from None
+    if type(header) is dict and type(header.get("version")) is int and header["version"] != 0:
+        return header
+    if not _is_header(header):
+        raise _corrupt("corrupt session log: first line is not a session header")
+    if "sandboxMode" in header or "approvalPolicy" in header:
+        raise _corrupt("session header uses retired policy baseline fields")
     return header
+
+
+_STRING_FIELDS: Final = ("cwd", "parentSession", "agentPreset")
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and 0 <= value <= MAX_SAFE_INTEGER
+
+
+def _is_header(header: object) -> TypeGuard[JsonObject]:
+    """The v0 header line shape: `type`, `version`, `id`, `createdAt`, and valid optional
+    fields (`delegationDepth` may be absent: it reads as 0)."""
+    return (
+        type(header) is dict
+        and header.get("type") == "session"
+        and header.get("version") == 0
+        and type(header["version"]) is int
+        and type(header.get("id")) is str
+        and _is_count(header.get("createdAt"))
+        and all(
+            _is_count(header[key]) for key in ("delegationDepth", "seedLength") if key in header
+        )
+        and all(type(header[key]) is str for key in _STRING_FIELDS if key in header)
+        and header.get("origin", "subagent") == "subagent"
+    )
 
 
 def header_complete(head: bytes, *, zstd: bool) -> bool:
@@ -128,7 +155,7 @@ def read_header(head: bytes, *, zstd: bool) -> JsonObject:
         return _zstd_header(memoryview(head))[0]
     end = head.find(b"\n")
     if end < 0:
-        raise _corrupt("corrupt session log: the header line is incomplete")
+        raise _corrupt("empty or header-less session log")
     return parse_header(head[:end])
 
 
@@ -138,10 +165,10 @@ def _zstd_header(view: memoryview) -> tuple[JsonObject, frames.Frame]:
     except frames.FrameError as error:
         raise _corrupt(f"corrupt Zstandard session log: {error}") from None
     if not found or not found[0].complete:
-        raise _corrupt("corrupt Zstandard session log: the header frame is incomplete")
-    first = _decompress(view, found[0], 1)
+        raise _corrupt("empty or header-less Zstandard session log")
+    first = _decompress(view, found[0])
     if not first.endswith(b"\n") or first.index(b"\n") != len(first) - 1:
-        raise _corrupt("corrupt Zstandard session log: the first frame must hold only the header")
+        raise _corrupt("corrupt Zstandard session log: first frame is not exactly one header line")
     return parse_header(first[:-1]), found[0]
 
 
@@ -242,7 +269,7 @@ def _scan_zstd(data: bytes) -> LogScan:
     cut: tuple[int, int] | None = None  # (frame start, events before that frame)
     for number, frame in enumerate(found[1:], start=2):
         if frame.complete:
-            text = _decompress(view, frame, number)
+            text = _decompress(view, frame)
             if text and not text.endswith(b"\n"):
                 raise _corrupt(
                     "corrupt Zstandard session log: complete frame contains a torn JSONL record"
@@ -292,11 +319,10 @@ def _holds_turn_end(line: bytes) -> bool:
         return False
 
 
-def _decompress(view: memoryview, frame: frames.Frame, number: int) -> bytes:
+def _decompress(view: memoryview, frame: frames.Frame) -> bytes:
     try:
         return frames.decompress_frame(view[frame.start : frame.end])
-    except zstandard.ZstdError as error:
+    except zstandard.ZstdError:
         raise _corrupt(
-            f"corrupt Zstandard session log: frame {number} at byte {frame.start} "
-            f"cannot be decoded: {error}"
+            f"corrupt Zstandard session log: frame at byte {frame.start} failed validation"
         ) from None

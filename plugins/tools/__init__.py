@@ -1,8 +1,9 @@
 """Tools runtime (`dsh-tools`): the `tools` service, the `Tool` type and the execution pipeline.
 
 Namespace plugin: `apply(ctx, config)` provides `ctx.tools`. Register a tool from any plugin with
-`ctx.tools.register(Tool(name=..., description=..., parameters=..., execute=...))`; it is undone
-with that plugin. Events (dispatched through `exec.agent.ctx` when the call has an agent):
+`ctx.tools.register(Tool(name=..., description=..., parameters=..., execute=...))` or of an
+async function decorated with `@tool` (docs/writing-tools.md); it is undone with that plugin.
+Events (dispatched through `exec.agent.ctx` when the call has an agent):
 `tools/pre-execute` waterfall `(exec, next)` → `Allow | Deny | Ask`; `tools/execute` waterfall
 `(exec, next)` → result; `tools/post-execute` waterfall `(exec, result, next)` → `Accept |
 Block`; `tools/result` emit `(exec, result)`. Waterfall listeners are async and `await next()`.
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .decisions import Accept, Allow, Ask, Block, Deny
+from .decorator import tool
 from .errors import (
     ToolArgsError,
     ToolNotFoundError,
@@ -61,6 +63,7 @@ __all__ = [
     "exception_result",
     "failure_result",
     "name",
+    "tool",
 ]
 
 name = "tools"

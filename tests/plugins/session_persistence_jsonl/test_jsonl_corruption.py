@@ -182,14 +182,10 @@ async def test_every_flipped_byte_of_a_committed_zstd_frame(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
-        (lambda d, f: d[: f.start] + b"\x00" + d[f.start + 1 :], "has a bad magic number"),
+        (lambda d, f: d[: f.start] + b"\x00" + d[f.start + 1 :], "invalid frame magic at byte"),
         (
             lambda d, f: d[: f.start + 4] + bytes([d[f.start + 4] | 0x08]) + d[f.start + 5 :],
-            "sets a reserved header bit",
-        ),
-        (
-            lambda d, f: d[: f.start + 4] + bytes([d[f.start + 4] & ~0x04]) + d[f.start + 5 :],
-            "has no content checksum",
+            "reserved frame-header bit at byte",
         ),
     ],
 )
@@ -220,10 +216,10 @@ async def test_zstd_header_frame_rules(tmp_path: Path) -> None:
     data = path.read_bytes()
     first = scan(data)[0]
     path.write_bytes(data[: first.end - 1])
-    with pytest.raises(SessionPersistenceCorruptionError, match="header frame is incomplete"):
+    with pytest.raises(SessionPersistenceCorruptionError, match="empty or header-less Zstandard"):
         await backend(tmp_path, "zstd").load_stored("s1")
     header = zstandard.ZstdDecompressor().decompress(data[: first.end])
     both = zstandard.ZstdCompressor(write_checksum=True).compress(header + body(chunk(0, "a")))
     path.write_bytes(both)
-    with pytest.raises(SessionPersistenceCorruptionError, match="first frame must hold only"):
+    with pytest.raises(SessionPersistenceCorruptionError, match="first frame is not exactly one"):
         await backend(tmp_path, "zstd").load_stored("s1")

@@ -158,9 +158,9 @@ async def test_other_encoding_in_the_root_is_refused(tmp_path: Path, mode: str) 
     await write(backend(tmp_path, other), meta(), [turn(0)])
     b = backend(tmp_path, mode)
     for call in (b.load_stored("s1"), b.read_stored_revision("s1"), b.list()):
-        with pytest.raises(SessionPersistenceError, match="other encoding"):
+        with pytest.raises(SessionPersistenceError, match="but this backend is configured for"):
             await call
-    with pytest.raises(SessionPersistenceError, match="other encoding"):
+    with pytest.raises(SessionPersistenceError, match="but this backend is configured for"):
         await b.append_batch(meta(), turn(0), is_materialized=False)
 
 
@@ -170,9 +170,9 @@ async def test_flat_log_file_is_refused(tmp_path: Path, mode: str) -> None:
     path = await write(b, meta(), [turn(0)])
     flat = path.parent.parent / ("s2.jsonl.zstd" if mode == "zstd" else "s2.jsonl")
     flat.write_bytes(path.read_bytes())
-    with pytest.raises(SessionPersistenceError, match="flat log file"):
+    with pytest.raises(SessionPersistenceError, match="uses the unsupported flat-file layout"):
         await b.load_stored("s2")
-    with pytest.raises(SessionPersistenceError, match="flat log file"):
+    with pytest.raises(SessionPersistenceError, match="uses the unsupported flat-file layout"):
         await b.list()
 
 
@@ -184,9 +184,9 @@ async def test_one_id_in_two_project_dirs_is_refused(tmp_path: Path, mode: str) 
         await b.append_batch(meta(cwd="/b"), turn(0), is_materialized=False)
     elsewhere = await write(backend(tmp_path / "x", mode), meta(cwd="/b"), [turn(0)])
     elsewhere.parent.parent.rename(tmp_path / "sessions" / "--b--")
-    with pytest.raises(SessionPersistenceError, match="stored in two project directories"):
+    with pytest.raises(SessionPersistenceError, match="appears in multiple project directories"):
         await b.load_stored("s1")
-    with pytest.raises(SessionPersistenceError, match="stored in two project directories"):
+    with pytest.raises(SessionPersistenceError, match="appears in multiple project directories"):
         await b.list()
 
 
@@ -197,9 +197,9 @@ async def test_header_must_reproduce_its_location(tmp_path: Path, mode: str) -> 
     moved = tmp_path / "sessions" / "--b--" / "s1"
     moved.parent.mkdir()
     path.parent.rename(moved)
-    with pytest.raises(SessionPersistenceError, match="does not match its location"):
+    with pytest.raises(SessionPersistenceError, match="and cwd identify"):
         await b.load_stored("s1")
-    with pytest.raises(SessionPersistenceError, match="does not match its location"):
+    with pytest.raises(SessionPersistenceError, match="and cwd identify"):
         await b.list()
 
 
