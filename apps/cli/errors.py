@@ -106,9 +106,7 @@ def error_lines(error: BaseException) -> list[str]:
     text = describe(error)
     if isinstance(error, BootError):
         return ["; ".join((text, *error.hints))]
-    if isinstance(error, OSError):
-        return [text]
-    if not isinstance(error, BootError) and type(error).__module__ == "builtins":
+    if type(error).__module__ == "builtins" and not isinstance(error, OSError):
         text = f"{type(error).__name__}: {text}"
     return [text]
 

@@ -127,3 +127,17 @@ def test_a_closed_stdout_ends_the_output_quietly_and_the_turn_is_durable(
     shown = _lines(dsh("show", "s-pipe", "--json").stdout)
     assert shown[-1]["type"] == "turn/end"
     assert shown[-1]["data"]["reason"] == {"kind": "completed"}
+
+
+def test_a_20_mb_prompt_is_stored_in_its_two_documented_places(
+    dsh: Sandbox, replay_overlay: Callable[..., Path]
+) -> None:
+    """docs/cli.md: the inbox splice and the `user/message` each hold the prompt (the log format
+    fixes both); nothing else copies it."""
+    overlay = replay_overlay("fast.yml", "      - text: ok\n")
+    prompt = "durable " * 2_500_000  # 20 MB
+    result = dsh("run", "--json", "--patch", overlay, "--session", "s-big", input=prompt)
+    assert result.returncode == 0, result.stderr[-2000:]
+    shown = dsh("show", "s-big", "--json").stdout.splitlines()
+    holding = [json.loads(line)["type"] for line in shown if len(line) > len(prompt)]
+    assert holding == ["agent/inbox/spliced", "user/message"]
