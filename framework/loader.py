@@ -48,6 +48,7 @@ __all__ = [
     "check_manifest",
     "inspect_manifest",
     "missing_service_hint",
+    "missing_services",
     "plugin_entry_points",
     "provided_services",
     "resolve_plugin",
@@ -306,7 +307,6 @@ def _inspect(
         except ValidationError as exc:
             text = _invalid_config(entry, validation_problems(exc))
             problems.append(ManifestProblem(text, entry.config_loc or entry.loc, entry.id))
-    problems.extend(_missing_services(manifest, plugins))
     return result
 
 
@@ -320,9 +320,10 @@ def check_manifest(
     """Every problem of a manifest and its overlays, without applying any plugin.
 
     The manifest is a file path, YAML text or a list of rows (see ``framework.sources``).
-    Checks syntax, shape, overlays, name resolution, ``${VAR}`` variables, each resolved
-    plugin's ``Config`` and that every service a row needs is provided by some row. Each
-    problem names its file (or ``<manifest>``/``<rows>``) and line.
+    Checks syntax, shape, overlays, name resolution, ``${VAR}`` variables and each resolved
+    plugin's ``Config``. Each problem names its file (or ``<manifest>``/``<rows>``) and line.
+    A manifest may be completed by another file, so services no row provides are left to
+    :func:`missing_services`.
     """
     return inspect_manifest(manifest, patches, environ=environ, base_dir=base_dir).problems
 
@@ -335,8 +336,12 @@ def _needs(entry: Entry, plugin: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*declared, *entry.inject)))
 
 
-def _missing_services(manifest: Manifest, plugins: Mapping[str, object]) -> list[ManifestProblem]:
-    """One problem per service that enabled rows need and no enabled row provides."""
+def missing_services(found: ManifestCheck) -> list[ManifestProblem]:
+    """One problem per service that enabled rows need and no enabled row provides (what boot
+    would leave PENDING), naming the installed plugin that provides it."""
+    if found.manifest is None:
+        return []
+    manifest, plugins = found.manifest, found.plugins
     rows = [(e, plugins[e.id]) for e in manifest.walk(enabled_only=True) if e.id in plugins]
     provided = {service for _, plugin in rows for service in provided_services(plugin)}
     needed: dict[str, list[Entry]] = {}

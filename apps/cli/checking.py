@@ -22,7 +22,7 @@ import plugins.session_checkpoint_policy as policy_plugin
 import plugins.session_checkpoint_policy.strict as strict_policy_plugin
 import plugins.session_persistence_jsonl as jsonl_plugin
 import plugins.session_persistence_sqlite as sqlite_plugin
-from framework.loader import ManifestCheck, inspect_manifest
+from framework.loader import ManifestCheck, inspect_manifest, missing_services
 from framework.manifest import Entry, ManifestProblem
 
 from .errors import one_line
@@ -50,7 +50,7 @@ def problem_line(problem: ManifestProblem) -> str:
 def check(manifest: Path, patches: Sequence[Path]) -> Report:
     """The problem and warning lines of `manifest` plus `patches`."""
     found = inspect_manifest(manifest, list(patches))
-    problems = list(found.problems)
+    problems = [*found.problems, *missing_services(found)]
     warnings = list(found.warnings)
     if found.manifest is not None and not problems:
         for problem in app_problems(found):

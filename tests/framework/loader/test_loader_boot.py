@@ -12,7 +12,14 @@ import pytest
 from loader_helpers import CONFIGURED, CONSUMER, FAILING, PROVIDER, rec, write
 
 from framework import BootError, Context, FiberState
-from framework.loader import boot, check_manifest, plugin_entry_points, resolve_plugin
+from framework.loader import (
+    boot,
+    check_manifest,
+    inspect_manifest,
+    missing_services,
+    plugin_entry_points,
+    resolve_plugin,
+)
 
 pytestmark = pytest.mark.anyio
 __all__ = ["rec"]
@@ -340,8 +347,10 @@ def test_the_seed_snippet_loads_verbatim(tmp_path: Path) -> None:
           name: '@deepseek-ai/dsh-session-checkpoint-policy'
         """,
     )
+    assert check_manifest(manifest) == []
     # Alone it lacks the services its rows need; another file adds them.
-    assert [str(p).split(" (needed")[0] for p in check_manifest(manifest)] == [
+    missing = missing_services(inspect_manifest(manifest))
+    assert [str(p).split(" (needed")[0] for p in missing] == [
         'service "sessions" is not provided by any row; add a row with name: dsh-session',
         'service "llm" is not provided by any row; add a row with name: dsh-llm',
         'service "tools" is not provided by any row; add a row with name: dsh-tools',
@@ -351,7 +360,7 @@ def test_the_seed_snippet_loads_verbatim(tmp_path: Path) -> None:
         "rest.yaml",
         "- insert: [{name: dsh-session}, {name: dsh-llm}, {name: dsh-tools}]\n",
     )
-    assert check_manifest(manifest, [rest]) == []
+    assert missing_services(inspect_manifest(manifest, [rest])) == []
 
 
 def test_patches_must_be_a_sequence_of_paths(folder: Path) -> None:
