@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint
@@ -393,3 +394,39 @@ async def test_isolate_labels_share_a_realm(folder: Path) -> None:
         ("  one (loader_fx_provider): ", "  two-provider (loader_fx_provider): ")
     )
     assert 'service "demo" has been registered at' in line
+
+
+async def test_a_failed_boot_reports_row_failures_once(
+    folder: Path, rec: Rec, caplog: pytest.LogCaptureFixture
+) -> None:
+    manifest = write(folder, "app.yaml", "- {id: bad, name: ./failing.py}\n")
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(BootError) as info:
+        async with boot(manifest):
+            pytest.fail("booted with a failed row")
+    assert "bad (./failing.py): RuntimeError: boom" in str(info.value)
+    assert not [r for r in caplog.records if r.name == "framework"]  # the BootError has them
+    (held,) = [r for r in caplog.records if 'plugin "failing" failed' in r.getMessage()]
+    assert held.levelno == logging.DEBUG
+    assert held.exc_info is not None  # the traceback stays for --debug
+
+
+async def test_errors_logged_during_a_boot_that_succeeds_are_kept(
+    folder: Path, rec: Rec, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(
+        folder,
+        "noisy.py",
+        """
+        import logging
+
+        def apply(ctx, config):
+            logging.getLogger("framework").error("a listener failed")
+        """,
+    )
+    manifest = write(folder, "app.yaml", "- {id: noisy, name: ./noisy.py}\n")
+    async with boot(manifest):
+        pass
+    assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [
+        ("framework", logging.ERROR, "a listener failed")
+    ]
