@@ -60,9 +60,9 @@ def check(manifest: Path, patches: Sequence[Path]) -> Report:
 
 def refusals(manifest: Path, patches: Sequence[Path]) -> list[ManifestProblem]:
     """The app's problems (not its warnings) that `dsh run` refuses before it boots anything;
-    the loader's own problems are left to the boot, which reports them."""
+    the loader's own problems and missing services are left to the boot, which reports them."""
     found = inspect_manifest(manifest, list(patches))
-    if found.manifest is None or found.problems:
+    if found.manifest is None or found.problems or missing_services(found):
         return []
     return [problem for problem in app_problems(found) if not problem.warning]
 

@@ -10,6 +10,13 @@ from dsh_sandbox import Sandbox
 
 CONFIG = Path(__file__).parents[2] / "config"
 
+
+def _app_line(text: str, offset: int = 0) -> int:
+    """The 1-based line of `text` in the packaged app.yml, plus `offset`."""
+    lines = (CONFIG / "app.yml").read_text().splitlines()
+    return lines.index(text) + 1 + offset
+
+
 #: (manifest, overlay or None, a fragment of the expected problem, its line)
 BAD = {
     "unknown-plugin": ("- id: a\n  name: dsh-no-such-plugin\n", None, "cannot resolve plugin", 2),
@@ -182,7 +189,8 @@ def test_check_warns_when_an_overlay_replaces_a_whole_config(dsh: Sandbox) -> No
     assert code == 0
     assert lines[0] == (
         "overlay.yml:2:11: warning: the config of entry model is replaced, not merged: it drops "
-        f'"provider", "model", "delay_ms" of {CONFIG / "app.yml"}:20 (repeat the keys to keep them)'
+        f'"provider", "model", "delay_ms" of {CONFIG / "app.yml"}:{_app_line("- id: model", 3)} '
+        "(repeat the keys to keep them)"
     )
     assert lines[1].startswith("ok: ")
 
@@ -192,7 +200,8 @@ def test_check_catches_session_folders_the_backend_refuses(dsh: Sandbox) -> None
     result = dsh("check", env={"DSH_HOME": str(blocker)})
     assert result.returncode == 2
     assert result.stdout.splitlines() == [
-        f'{CONFIG / "app.yml"}:8:3: session root "{blocker}/sessions" of entry '
+        f"{CONFIG / 'app.yml'}:{_app_line('- id: session-persistence')}:3: session root "
+        f'"{blocker}/sessions" of entry '
         f'session-persistence cannot be used: "{blocker}" is not a directory'
     ]
     open_home = dsh.root / "open-home"
