@@ -84,12 +84,15 @@ __all__ = [
     "TurnStart",
     "TurnStopping",
     "Usage",
+    "aliases",
     "apply",
     "inject",
     "name",
 ]
 
 name = "agent"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-agent", "@deepseek-ai/dsh-agent-loop"]
 inject = ["sessions", "llm", "tools"]
 
 

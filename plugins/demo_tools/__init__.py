@@ -24,6 +24,7 @@ __all__ = [
     "NotFoundError",
     "PathOutsideWorkspaceError",
     "Workspace",
+    "aliases",
     "apply",
     "default_ledger_path",
     "inject",
@@ -31,6 +32,8 @@ __all__ = [
 ]
 
 name = "demo-tools"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-demo-tools"]
 inject = ["tools"]
 
 

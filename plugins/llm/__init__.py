@@ -52,6 +52,7 @@ __all__ = [
     "StreamChunk",
     "TokenUsage",
     "ToolSchema",
+    "aliases",
     "apply",
     "assemble",
     "chunks",
@@ -61,6 +62,8 @@ __all__ = [
 ]
 
 name = "llm"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-llm"]
 
 
 def apply(ctx: Any, config: Any) -> None:

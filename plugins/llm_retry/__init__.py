@@ -16,9 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from plugins.llm_retry.executor import RetryExecutor, abortable_sleep
 
-__all__ = ["Config", "RetryExecutor", "abortable_sleep", "apply", "name"]
+__all__ = ["Config", "RetryExecutor", "abortable_sleep", "aliases", "apply", "name"]
 
 name = "llm-retry"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-llm-retry"]
 
 
 class Config(BaseModel):

@@ -36,6 +36,7 @@ __all__ = [
     "Surface",
     "UnknownEventTypeError",
     "UnsupportedVersionError",
+    "aliases",
     "apply",
     "derive_messages",
     "interrupted_turn_closers",
@@ -46,6 +47,8 @@ __all__ = [
 ]
 
 name = "session"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-session"]
 
 
 def apply(ctx: Context, config: Any) -> Callable[[], None]:

@@ -13,9 +13,11 @@ from typing import Any
 from .barriers import install
 from .metrics import CheckpointFlushed
 
-__all__ = ["CheckpointFlushed", "apply", "inject", "name"]
+__all__ = ["CheckpointFlushed", "aliases", "apply", "inject", "name"]
 
 name = "session-checkpoint-policy"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-session-checkpoint-policy"]
 inject = ["llm", "sessionPersistence", "sessions", "tools"]
 
 

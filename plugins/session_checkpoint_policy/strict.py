@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .barriers import install
 
 name = "session-checkpoint-policy-strict"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-session-checkpoint-policy-strict"]
 inject = ["llm", "sessionPersistence", "sessions", "tools"]
 
 

@@ -20,9 +20,11 @@ from plugins.tools import (
     exception_result,
 )
 
-__all__ = ["apply", "inject", "name", "timeout_result"]
+__all__ = ["aliases", "apply", "inject", "name", "timeout_result"]
 
 name = "tool-timeout-policy"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-tool-timeout-policy", "@deepseek-ai/dsh-tool-call-timeout-policy"]
 inject = ["tools"]
 
 TOOL_TIMEOUT = "TOOL_TIMEOUT"

@@ -75,6 +75,7 @@ __all__ = [
     "ToolsService",
     "aborted_before_dispatch_result",
     "aborted_result",
+    "aliases",
     "apply",
     "cancelled_result",
     "exception_result",
@@ -85,6 +86,8 @@ __all__ = [
 ]
 
 name = "tools"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-tools"]
 
 
 class Config(BaseModel):
