@@ -291,9 +291,7 @@ async def test_aliases_come_from_the_plugins_own_metadata(
             ("consumed", "provider"),
             ("provided", "provider"),
         ]
-    assert (
-        resolve_plugin("@deepseek-ai/dsh-agent-loop", folder) is sys.modules["loader_fx_aliased"]
-    )
+    assert resolve_plugin("@deepseek-ai/dsh-agent-loop", folder) is sys.modules["loader_fx_aliased"]
     # The framework knows no scope of its own: a spelling no plugin lists does not resolve.
     unlisted = write(folder, "unlisted.yaml", "- {id: p, name: '@deepseek-ai/dsh-plain'}\n")
     [problem] = check_manifest(unlisted)
