@@ -13,7 +13,8 @@ only that agent. Hooks: `agent/pre-step` (waterfall → `Enter | Reject`), `agen
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+
+from framework import Context
 
 from .agent import Agent, AgentStatus
 from .errors import AgentError
@@ -96,7 +97,7 @@ aliases = ["@deepseek-ai/dsh-agent", "@deepseek-ai/dsh-agent-loop"]
 inject = ["sessions", "llm", "tools"]
 
 
-async def apply(ctx: Any, config: Config) -> Callable[[], Awaitable[None]]:
+async def apply(ctx: Context, config: Config) -> Callable[[], Awaitable[None]]:
     """Start the drivers' task group and provide `agents`; the disposer disposes every agent."""
     host = TaskHost()
     await ctx.start(host.run)

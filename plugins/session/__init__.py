@@ -4,7 +4,7 @@ append-only `Session`, the `SessionStore`, crash repair and message derivation."
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .events import (
     KNOWN_EVENT_TYPES,
@@ -51,7 +51,7 @@ name = "session"
 aliases = ["@deepseek-ai/dsh-session"]
 
 
-def apply(ctx: Context, config: Any) -> Callable[[], None]:
+def apply(ctx: Context, config: object) -> Callable[[], None]:
     """Provide the `sessions` service; on dispose, detach the sessions still live."""
     store = SessionStore(ctx, config)
     ctx.provide(SessionStore.provide, store)
