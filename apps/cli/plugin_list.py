@@ -32,13 +32,18 @@ class PluginInfo:
 
 
 def provided_services(plugin: object) -> tuple[str, ...]:
-    """The services a plugin module provides: the `Service` classes it defines or exports, and
+    """The services a plugin module provides: the `Service` classes its package defines, and
     `sessionPersistence` for a backend mounted with `mount_persistence`."""
     if not isinstance(plugin, ModuleType):
         return ()
     names: list[str] = []
     for value in vars(plugin).values():
-        if inspect.isclass(value) and issubclass(value, Service) and value is not Service:
+        if (
+            inspect.isclass(value)
+            and issubclass(value, Service)
+            and value is not Service
+            and (value.__module__ + ".").startswith(plugin.__name__ + ".")  # not an import
+        ):
             provide = getattr(value, "provide", None)
             if isinstance(provide, str):
                 names.append(provide)
