@@ -235,10 +235,10 @@ def _prepare(
 
 def provided_services(plugin: object) -> tuple[str, ...]:
     """The services a plugin provides, as far as can be told without applying it: the
-    ``provide`` of a ``Service`` class plugin, or of the ``Service`` classes a module defines
-    or exports, and ``sessionPersistence`` for a module that mounts a persistence backend (it
-    exports ``mount_persistence``). A plugin providing through ``ctx.provide`` alone is
-    invisible here."""
+    ``provide`` of a ``Service`` class plugin, or of the ``Service`` classes a module's own
+    package defines (a class it imports to read a service it uses does not count), and
+    ``sessionPersistence`` for a module that mounts a persistence backend (it exports
+    ``mount_persistence``). A plugin providing through ``ctx.provide`` alone is invisible here."""
     if isinstance(plugin, type):
         provide = getattr(plugin, "provide", None) if issubclass(plugin, Service) else None
         return (provide,) if isinstance(provide, str) else ()
@@ -246,7 +246,12 @@ def provided_services(plugin: object) -> tuple[str, ...]:
         return ()
     names: list[str] = []
     for value in vars(plugin).values():
-        if isinstance(value, type) and issubclass(value, Service) and value is not Service:
+        if (
+            isinstance(value, type)
+            and issubclass(value, Service)
+            and value is not Service
+            and (value.__module__ + ".").startswith(plugin.__name__ + ".")
+        ):
             provide = getattr(value, "provide", None)
             if isinstance(provide, str):
                 names.append(provide)
