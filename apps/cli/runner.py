@@ -20,6 +20,7 @@ from framework.loader import boot
 from plugins.agent import USER
 from plugins.session_persistence import SessionPersistenceError
 
+from . import approving
 from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError
 from .summary import (
     Repairs,
@@ -72,6 +73,10 @@ class RunOptions:
     patches: Sequence[Path] = ()
     session_id: str | None = None
     prompt: str = ""
+    #: `dsh approve` / `dsh deny`: the answer to the session's open question.
+    answer: approving.GivenAnswer | None = None
+    #: `dsh resume ID PROMPT`: the session must be stored (only `run --session` creates).
+    must_exist: bool = False
 
 
 def persistence_of(ctx: Context) -> SessionPersistenceService:
@@ -106,6 +111,8 @@ async def _open(ctx: Context, options: RunOptions) -> tuple[AgentHandle, bool, R
         raise CliError("the manifest mounts no agent (a dsh-agent row)", USAGE)
     session_id = options.session_id
     stored = None if session_id is None else await stored_events(ctx, session_id)
+    if stored is None and options.must_exist:
+        raise CliError(f'session "{session_id}" not found')
     if stored is None:
         log.debug("creating session %s", session_id or "(new id)")
         handle: AgentHandle = await agents.create(
@@ -140,12 +147,14 @@ async def run(options: RunOptions, view: RunView) -> int:
         handle, resumed, repairs = await _open(ctx, options)
         agent = handle.agent
         turn = Turn(agent.id, view)
+        flags = approving.manifest_flags(options.manifest, options.patches)
         ctx.on("session/event", turn.on_event)
         try:
             view.started(agent.id, resumed=resumed, repairs=repairs)
+            message = approving.prepare(ctx, agent, view, options.prompt, options.answer, flags)
             async with anyio.create_task_group() as group:
                 await group.start(_cancel_on_sigint, agent, turn)
-                agent.followup(options.prompt)
+                agent.followup(message)
                 await agent.when_idle()
                 group.cancel_scope.cancel()
         finally:

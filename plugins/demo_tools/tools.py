@@ -52,6 +52,7 @@ def build_tools(workspace: Workspace, ledger: Ledger, max_read_bytes: int) -> li
             parameters=_object({"path": _PATH}, ["path"]),
             execute=read_file,
             is_concurrency_safe=True,
+            read_only=True,
         ),
         Tool(
             name="list_files",
@@ -59,6 +60,7 @@ def build_tools(workspace: Workspace, ledger: Ledger, max_read_bytes: int) -> li
             parameters=_object({"path": {**_PATH, "default": "."}}, []),
             execute=list_files,
             is_concurrency_safe=True,
+            read_only=True,
         ),
         Tool(
             name="write_file",
@@ -83,5 +85,6 @@ def build_tools(workspace: Workspace, ledger: Ledger, max_read_bytes: int) -> li
             ),
             parameters=_object({"key": {"type": "string"}}, ["key"]),
             execute=find_ledger_entry,
+            read_only=True,
         ),
     ]
