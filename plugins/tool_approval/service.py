@@ -121,9 +121,12 @@ class ApprovalService(Service):
             return Decision("unavailable", texts.unavailable(texts.NO_SESSION))
         session = agent.session
         book = self.book(session)
-        if exec.name in book.always:
-            return ALLOWED_BY_RULE
         question = book.open_question(exec.call_id)
+        if exec.name in book.always:
+            if question is None:
+                return ALLOWED_BY_RULE
+            # An open question of a tool the person since allowed always: that is its answer.
+            return await self._allowed(session, question.id)
         if question is None:
             question_id = f"approval-{uuid4().hex[:12]}"
             data: dict[str, Any] = {"id": question_id, "toolName": exec.name}
@@ -153,9 +156,13 @@ class ApprovalService(Service):
             return Decision(None, texts.waiting(question_id), question_id)
         if answer.kind == "reject":
             return self._decided(session, question_id, "rejected", texts.rejected(answer.reason))
-        decision = self._decided(session, question_id, "allowed-once", None)
         if answer.kind == "always":
             session.append(ALWAYS, {"id": question_id, "toolName": exec.name}, ignorable=True)
+        return await self._allowed(session, question_id)
+
+    async def _allowed(self, session: Any, question_id: str) -> Decision:
+        """Record the grant and make it durable before the body may run."""
+        decision = self._decided(session, question_id, "allowed-once", None)
         await self.ctx.sessions.flush(session)
         return decision
 
