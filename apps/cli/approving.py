@@ -180,7 +180,7 @@ class TerminalAnswerer:
             )
         )
         if request.reason:
-            out.print(Text.assemble(("  why: ", "dim"), request.reason))
+            out.print(Text(f"  why: {request.reason}"))
         out.print(Text("  arguments:", style="dim"))
         for line in pretty(request.arguments).splitlines() or [""]:
             out.print(Text("    " + line))
