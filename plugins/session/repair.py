@@ -1,4 +1,5 @@
-"""Crash repair: the closers that balance a log whose last turn never ended (spec 02 §3)."""
+"""Crash repair: the closers that balance a log whose last turn never ended (spec 02 §3), and
+the approval closer (docs/approval.md): open questions are cancelled first."""
 
 from __future__ import annotations
 
@@ -86,9 +87,11 @@ class _Approvals:
 
 
 def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
-    """The events that close an interrupted last turn: one `tool/result` per pending tool call,
-    then `step/end` if a step is open, then `turn/end {"kind":"interrupted"}`. `[]` when no turn
-    is open. Pure: reads `events`, returns new events (seq after the last, time of the last)."""
+    """The events that close an interrupted last turn: `approval/decided {"outcome":
+    "cancelled"}` per open question, one `tool/result` per pending tool call (calls an earlier
+    blocked turn left waiting for approval included), then `step/end` if a step is open, then
+    `turn/end {"kind":"interrupted"}`. `[]` when no turn is open. Pure: reads `events`, returns
+    new events (seq after the last, time of the last)."""
     open_turn: Any = None
     open_step: Any = None
     pending: dict[str, _Pending] = {}

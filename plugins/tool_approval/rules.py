@@ -22,9 +22,14 @@ class Rule(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: A glob over the tool name (`write_file`, `mcp__git__*`).
     tool: str
+    #: Top-level arguments the call must carry: a string is a glob over a string argument,
+    #: any other value must be equal.
     args: dict[str, Any] | None = None
+    #: `allow` (run), `deny` (refuse without asking) or `ask` (put a question to a person).
     action: Action
+    #: Shown to the person with the question (`ask`) or to the model (`deny`).
     reason: str | None = None
 
     def matches(self, tool_name: str, arguments: Any) -> bool:
