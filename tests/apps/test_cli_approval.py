@@ -216,3 +216,16 @@ def test_unattended_refuse_and_the_no_approval_overlay(dsh: Sandbox) -> None:
     assert free.returncode == 0, free.stderr
     assert (dsh.workspace / "notes.txt").exists()
     assert len(ledger(dsh)) == 1
+
+
+def test_ctrl_c_at_the_prompt_cancels_the_question_and_the_turn(dsh: Sandbox) -> None:
+    child = terminal(dsh, "run", "--session", "s-int", "hi")
+    child.expect("allow\\? ")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    log = events(dsh, "s-int")
+    assert outcomes(log) == ["cancelled"]
+    assert log[-1]["data"]["reason"] == {"kind": "aborted", "reason": {"kind": "user"}}
+    assert not (dsh.workspace / "notes.txt").exists()
