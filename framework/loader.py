@@ -38,6 +38,7 @@ from framework.manifest import (
     interpolate,
     load_manifest,
 )
+from framework.sources import ManifestInput, ManifestSource, manifest_source
 
 __all__ = ["boot", "check_manifest", "plugin_entry_points", "resolve_plugin"]
 
@@ -174,12 +175,12 @@ def _invalid_config(entry: Entry, problems: list[tuple[str, tuple[str | int, ...
 
 
 def _prepare(
-    path: str | Path, patches: Patches
+    source: ManifestSource, patches: Patches
 ) -> tuple[Manifest | None, dict[str, object], list[ManifestProblem]]:
     """Parse, apply overlays and resolve every enabled row; collect every problem."""
     if isinstance(patches, str | Path):
         raise TypeError("patches must be a sequence of overlay paths, not one path")
-    manifest, problems = load_manifest(path, patches)
+    manifest, problems = load_manifest(source.label, patches, text=source.text)
     if manifest is None:
         return None, {}, problems
     plugins: dict[str, object] = {}
@@ -188,7 +189,7 @@ def _prepare(
         if entry.group:
             continue
         try:
-            base_dir = Path(entry.name_loc.path).parent
+            base_dir = source.folder_of(entry.name_loc.path)
             plugins[entry.id] = resolve_plugin(entry.name, base_dir, installed)
         except _Unresolved as exc:
             message = (
@@ -200,18 +201,23 @@ def _prepare(
 
 
 def check_manifest(
-    path: str | Path, patches: Patches = (), *, environ: Mapping[str, str] | None = None
+    manifest: ManifestInput,
+    patches: Patches = (),
+    *,
+    environ: Mapping[str, str] | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
 ) -> list[ManifestProblem]:
     """Every problem of a manifest and its overlays, without applying any plugin.
 
+    The manifest is a file path, YAML text or a list of rows (see ``framework.sources``).
     Checks syntax, shape, overlays, name resolution, ``${VAR}`` variables and each resolved
-    plugin's ``Config``. Each problem names its file and line.
+    plugin's ``Config``. Each problem names its file (or ``<manifest>``/``<rows>``) and line.
     """
     environ = os.environ if environ is None else environ
-    manifest, plugins, problems = _prepare(path, patches)
-    if manifest is None:
+    parsed, plugins, problems = _prepare(manifest_source(manifest, base_dir), patches)
+    if parsed is None:
         return problems
-    for entry in manifest.walk(enabled_only=True):
+    for entry in parsed.walk(enabled_only=True):
         plugin = plugins.get(entry.id)
         if plugin is None:
             continue
@@ -235,7 +241,10 @@ def check_manifest(
 class _Mounter:
     """Mounts rows into contexts and keeps the latest fiber (or failure) of each row."""
 
-    def __init__(self, plugins: dict[str, object], environ: Mapping[str, str]) -> None:
+    def __init__(
+        self, plugins: dict[str, object], environ: Mapping[str, str], source: ManifestSource
+    ) -> None:
+        self.source = source
         self.plugins = plugins
         self.environ = environ
         self.fibers: dict[str, tuple[Entry, Fiber]] = {}
@@ -256,7 +265,7 @@ class _Mounter:
             config,
             inject=entry.inject,
             isolate=entry.isolate,
-            base_dir=Path(entry.loc.path).parent,
+            base_dir=self.source.folder_of(entry.loc.path),
         )
         self.fibers[entry.id] = (entry, fiber)
 
@@ -292,21 +301,28 @@ class _Mounter:
 
 @asynccontextmanager
 async def boot(
-    manifest_path: str | Path, patches: Patches = (), *, environ: Mapping[str, str] | None = None
+    manifest: ManifestInput,
+    patches: Patches = (),
+    *,
+    environ: Mapping[str, str] | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[Context]:
     """Boot a manifest (plus overlays) into a new root :class:`Context`.
 
-    Every row is mounted concurrently and boot waits until all have settled. Raises
+    The manifest is a file path, YAML text (a ``str`` with a line break) or a list of row
+    mappings; relative names in text or rows resolve against ``base_dir`` (default: the working
+    folder now). Every row is mounted concurrently and boot waits until all have settled. Raises
     ``ManifestError`` (all parse, shape and resolution problems) or ``BootError`` (rows FAILED
     or still PENDING; everything is disposed first). Leaving the block disposes everything.
     """
-    manifest, plugins, problems = _prepare(manifest_path, patches)
-    if manifest is None or problems:
+    source = manifest_source(manifest, base_dir)
+    parsed, plugins, problems = _prepare(source, patches)
+    if parsed is None or problems:
         raise ManifestError("\n".join(str(p) for p in problems))
-    mounter = _Mounter(plugins, os.environ if environ is None else environ)
+    mounter = _Mounter(plugins, os.environ if environ is None else environ, source)
     failed: list[str] = []
     async with Context() as ctx:
-        for entry in manifest.entries:
+        for entry in parsed.entries:
             mounter.mount(ctx, entry)
         await ctx.settle()
         failed = mounter.problems()
@@ -317,5 +333,5 @@ async def boot(
             log.error("failed to apply loader entry %s", line)
         body = "\n".join("  " + line.replace("\n", "\n  ") for line in failed)
         raise BootError(
-            f"failed to boot {manifest_path}: {len(failed)} entries did not start\n{body}"
+            f"failed to boot {source.label}: {len(failed)} entries did not start\n{body}"
         )

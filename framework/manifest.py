@@ -160,10 +160,11 @@ def _expand(match: re.Match[str], environ: Mapping[str, str], refs: tuple[EnvRef
 
 
 def load_manifest(
-    path: str | Path, patches: Sequence[str | Path] = ()
+    path: str | Path, patches: Sequence[str | Path] = (), *, text: str | None = None
 ) -> tuple[Manifest | None, list[ManifestProblem]]:
-    """Parse and validate ``path``, then apply each overlay of ``patches`` in order."""
-    base = _Reader(Path(path))
+    """Parse and validate ``path`` (or ``text``, located as ``path``), then apply each overlay of
+    ``patches`` in order."""
+    base = _Reader(Path(path), text=text)
     entries = base.read_rows()
     problems = base.problems
     if entries is None or problems:
@@ -188,8 +189,9 @@ class _Problems(Exception):
 class _Reader:
     """Reads one YAML file into rows (or patches), collecting problems."""
 
-    def __init__(self, path: Path, *, overlay: bool = False) -> None:
+    def __init__(self, path: Path, *, overlay: bool = False, text: str | None = None) -> None:
         self.path = path
+        self.text = text
         self.overlay = overlay
         self.problems: list[ManifestProblem] = []
         self._yaml = YAML(typ="safe", pure=True)
@@ -223,7 +225,7 @@ class _Reader:
         """The top-level list's item nodes, or None after recording a problem."""
         kind = "overlay file" if self.overlay else "config file"
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = self.text if self.text is not None else self.path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             self.problems.append(ManifestProblem(f"failed to read {kind} {self.path}: {reason}"))

@@ -6,7 +6,8 @@ its tool calls, and a scoped context (`agent.ctx`) whose `agent/*` and `tools/*`
 only that agent. Hooks: `agent/pre-step` (waterfall → `Enter | Reject`), `agent/request`
 (waterfall → call config), `agent/request-error` (serial → `Retry | None`),
 `agent/turn-stopping` (serial). Live events: `agent/created|disposed|status|session-start|error`,
-`agent/inbox/inserted|claimed|discarded`.
+`agent/inbox/inserted|claimed|discarded`. `ctx.agents.run(prompt)` runs one turn and returns a
+`RunResult`; `ctx.agents.stream(prompt)` yields the turn as typed items (docs/python-api.md).
 """
 
 from __future__ import annotations
@@ -34,6 +35,19 @@ from .hooks import (
 )
 from .inbox import Inbox
 from .options import AgentOptions, Config
+from .results import (
+    ReasoningDelta,
+    RunResult,
+    StreamItem,
+    TextDelta,
+    ToolCall,
+    ToolResult,
+    ToolRun,
+    TurnEnd,
+    TurnStart,
+    Usage,
+)
+from .run import RunOptions
 from .service import AgentHandle, AgentsService, TaskHost
 
 __all__ = [
@@ -54,11 +68,22 @@ __all__ = [
     "Inbox",
     "InboxChange",
     "PreStep",
+    "ReasoningDelta",
     "Reject",
     "RequestFailed",
     "Retry",
+    "RunOptions",
+    "RunResult",
     "SessionStart",
+    "StreamItem",
+    "TextDelta",
+    "ToolCall",
+    "ToolResult",
+    "ToolRun",
+    "TurnEnd",
+    "TurnStart",
     "TurnStopping",
+    "Usage",
     "apply",
     "inject",
     "name",

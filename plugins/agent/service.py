@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import builtins
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Unpack
 
 import anyio
 from anyio.abc import TaskGroup
@@ -17,6 +17,8 @@ from .agent import Agent
 from .errors import AgentError
 from .hooks import PARENT, SessionStart
 from .options import AgentOptions, Config
+from .results import RunResult, StreamItem
+from .run import RunOptions, run_turn_to_idle, stream_turn
 
 if TYPE_CHECKING:
     from framework import AbortSignal, Context, Effect, Fiber
@@ -71,7 +73,8 @@ class TaskHost:
 
 
 class AgentsService(Service):
-    """`ctx.agents`: `create`, `resume`, `get`, `list` and the default `AgentOptions`."""
+    """`ctx.agents`: `create`, `resume`, `run`, `stream`, `get`, `list` and the default
+    `AgentOptions`."""
 
     provide: ClassVar[str] = "agents"
     config: Config
@@ -150,6 +153,16 @@ class AgentsService(Service):
             return await self._mount(preparation.session, agent_options, signal, setup, "resume")
         finally:
             preparation.release()
+
+    async def run(self, prompt: str, **options: Unpack[RunOptions]) -> RunResult:
+        """Run one turn to idle on a new or existing session (docs/python-api.md)."""
+        return await run_turn_to_idle(self, prompt, **options)
+
+    def stream(
+        self, prompt: str, **options: Unpack[RunOptions]
+    ) -> AsyncGenerator[StreamItem, None]:
+        """The same turn as typed items while it happens, `TurnEnd` last (docs/python-api.md)."""
+        return stream_turn(self, prompt, **options)
 
     async def _mount(
         self,

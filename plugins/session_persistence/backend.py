@@ -95,5 +95,9 @@ class PersistenceBackend(Protocol):
     async def release_writer(self, session_id: str) -> None:
         """Release a lock taken by `acquire_writer` (no-op when not held)."""
 
+    async def store_identity(self) -> str:
+        """The store's random id, created once with the store and kept in it (stable across
+        processes and instances over the same storage; docs/tools-and-cancellation.md)."""
+
     async def aclose(self) -> None:
         """Release every lock and resource."""

@@ -127,6 +127,10 @@ class SessionPersistenceService(Service):
         """Headers with opaque revisions."""
         return await self._coordinator.snapshots()
 
+    async def identity(self) -> str:
+        """The store's random id, persisted once in the store (see `PersistenceBackend`)."""
+        return await self.backend.store_identity()
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:

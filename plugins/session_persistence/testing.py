@@ -211,6 +211,9 @@ class FaultInjector:
     async def release_writer(self, session_id: str) -> None:
         await self.inner.release_writer(session_id)
 
+    async def store_identity(self) -> str:
+        return await self.inner.store_identity()
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 from plugins.agent import Reject
 from plugins.agent.messages import tool_result_message
 from plugins.agent.tool_calls import parse_arguments
-from plugins.tools import Allow, Ask, Deny, ToolExecutionInput, ToolExecutionResult
+from plugins.tools import (
+    Allow,
+    Ask,
+    Deny,
+    ToolExecutionInput,
+    ToolExecutionResult,
+    idempotency_key,
+)
 
 from . import texts
 from .log import DECIDED, Question
@@ -86,6 +93,7 @@ async def _continue(
         session.append(DECIDED, {"id": question.id, "outcome": "cancelled"})
         return
     scheduler = service.ctx.tools.scheduler
+    store = await service.ctx.sessions.identity()
     prepared = await scheduler.prepare(
         ToolExecutionInput(
             call_id=call["callId"],
@@ -93,6 +101,8 @@ async def _continue(
             arguments=parse_arguments(call.get("arguments", "")),
             signal=signal,
             agent=agent,
+            # The same key the call had in its own turn (docs/tools-and-cancellation.md).
+            idempotency_key=idempotency_key(store, agent.id, call["callId"]),
         )
     )
     if prepared.deferred:

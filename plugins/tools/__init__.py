@@ -1,36 +1,52 @@
 """Tools runtime (`dsh-tools`): the `tools` service, the `Tool` type and the execution pipeline.
 
 Namespace plugin: `apply(ctx, config)` provides `ctx.tools`. Register a tool from any plugin with
-`ctx.tools.register(Tool(name=..., description=..., parameters=..., execute=...))`; it is undone
-with that plugin. Events (dispatched through `exec.agent.ctx` when the call has an agent):
+`ctx.tools.register(Tool(name=..., description=..., parameters=..., execute=...))` or of an
+async function decorated with `@tool` (docs/writing-tools.md); it is undone with that plugin.
+Events (dispatched through `exec.agent.ctx` when the call has an agent):
 `tools/pre-execute` waterfall `(exec, next)` → `Allow | Deny | Ask`; `tools/execute` waterfall
 `(exec, next)` → result; `tools/post-execute` waterfall `(exec, result, next)` → `Accept |
 Block`; `tools/result` emit `(exec, result)`. Waterfall listeners are async and `await next()`.
+
+Config: `cancel_grace_ms` (2000): once a call's caller aborts, how long its body may keep
+running before it is cancelled at its next await point; `ctx.tools.skip_grace()` cuts it short
+at once (docs/tools-and-cancellation.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from .decisions import Accept, Allow, Ask, Block, Deny
+from .decorator import tool
 from .errors import (
     ToolArgsError,
+    ToolCancelledError,
     ToolNotFoundError,
     ToolOutputError,
     ToolSchemaError,
     ToolTimeoutError,
 )
-from .execution import AgentLike, ExecutionToken, ToolExecution, ToolExecutionInput
+from .execution import (
+    AgentLike,
+    ExecutionToken,
+    ToolExecution,
+    ToolExecutionInput,
+    idempotency_key,
+)
 from .pipeline import PreparedCall, ToolScheduler
 from .results import (
     ToolExecutionResult,
     ToolFailure,
     aborted_before_dispatch_result,
     aborted_result,
+    cancelled_result,
     exception_result,
     failure_result,
 )
-from .service import ExecutionMode, ToolsService
+from .service import DEFAULT_GRACE_MS, ExecutionMode, ToolsService
 from .tool import Tool
 
 __all__ = [
@@ -39,12 +55,14 @@ __all__ = [
     "Allow",
     "Ask",
     "Block",
+    "Config",
     "Deny",
     "ExecutionMode",
     "ExecutionToken",
     "PreparedCall",
     "Tool",
     "ToolArgsError",
+    "ToolCancelledError",
     "ToolExecution",
     "ToolExecutionInput",
     "ToolExecutionResult",
@@ -58,14 +76,27 @@ __all__ = [
     "aborted_before_dispatch_result",
     "aborted_result",
     "apply",
+    "cancelled_result",
     "exception_result",
     "failure_result",
+    "idempotency_key",
     "name",
+    "tool",
 ]
 
 name = "tools"
 
 
-def apply(ctx: Any, config: Any = None) -> None:
+class Config(BaseModel):
+    """`dsh-tools` configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Once a call's caller aborts, how long its body may keep running before it is cancelled
+    #: at its next await point, in ms (0: at once).
+    cancel_grace_ms: float = Field(default=DEFAULT_GRACE_MS, ge=0, allow_inf_nan=False)
+
+
+def apply(ctx: Any, config: Config) -> None:
     """Provide the `tools` service."""
-    ctx.provide("tools", ToolsService(ctx))
+    ctx.provide("tools", ToolsService(ctx, config.cancel_grace_ms))

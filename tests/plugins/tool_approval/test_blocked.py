@@ -149,3 +149,24 @@ async def test_answering_one_of_two_keeps_the_session_blocked(tmp_path: Path) ->
     assert pending_questions(session.events) == []
     assert [d["outcome"] for d in of_type(session, "approval/decided")] == ["allowed-once"] * 2
     assert of_type(session, "turn/end")[-1]["reason"] == {"kind": "completed"}
+
+
+async def test_the_continued_call_keeps_its_idempotency_key(tmp_path: Path) -> None:
+    from plugins.tools import idempotency_key
+
+    keys: list[str] = []
+
+    async def write(args: Any, exec: Any) -> str:
+        keys.append(exec.idempotency_key)
+        return "ok"
+
+    await block(tmp_path, Recorder(), Recorder())
+    async with stack([{"text": "after"}], root=tmp_path, tools=[tool("write", write)]) as ctx:
+        handle = await ctx.agents.resume("s1")
+        ctx.approval.answer("s1", "c1", Answer.once())
+        ctx.approval.answer("s1", "c3", Answer.once())
+        handle.agent.followup(NOTE)
+        await handle.agent.when_idle()
+        store = await ctx.sessions.identity()
+        await handle.dispose()
+    assert keys == [idempotency_key(store, "s1", "c1"), idempotency_key(store, "s1", "c3")]

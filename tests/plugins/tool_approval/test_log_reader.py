@@ -36,7 +36,8 @@ async def test_ignorable_records_load_and_unknown_required_ones_are_refused(
         future = live_event("approval/future-thing", len(stored), 1, {"x": 1}, ignorable=True)
         await ctx.sessionPersistence.append("s1", [future])
 
-    async with stack(SCRIPT, root=tmp_path, tools=[tool("write", body)]) as ctx:
+    again = [{"tool_calls": [call("c2", "write", {})]}, {"text": "done"}]
+    async with stack(again, root=tmp_path, tools=[tool("write", body)]) as ctx:
         handle = await ctx.agents.resume("s1")
         session = handle.agent.session
         kinds = [e["type"] for e in session.events]

@@ -1,0 +1,210 @@
+"""What `agents.run()` returns and `agents.stream()` yields, folded from a session's events.
+
+`TurnFold` reads the live events of one session (the `session/event` bus) and follows the first
+turn that starts after it was created: it turns the turn's events into stream items and, at the
+turn's `turn/end`, into a `RunResult`. See docs/python-api.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .tool_calls import parse_arguments
+
+Event = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """The turn began: the session it runs on and its number."""
+
+    session_id: str
+    turn: int
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of the assistant's answer as the model streams it."""
+
+    text: str
+    step: int
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning as it streams."""
+
+    text: str
+    step: int
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the model made; `arguments` is the parsed JSON (the raw text if invalid)."""
+
+    call_id: str
+    name: str
+    arguments: Any
+    step: int
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The committed result of a call: what the model sees (`text`, `content`) and, for runtime
+    failures, `error` (`{"name", "code"}`, e.g. `INVALID_ARGS`, `TOOL_OUTCOME_UNKNOWN`)."""
+
+    call_id: str
+    name: str
+    is_error: bool
+    text: str
+    content: list[dict[str, Any]]
+    error: dict[str, Any] | None
+    step: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token usage summed over the turn's model responses (input excludes cached tokens)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def plus(self, usage: Mapping[str, Any]) -> Usage:
+        """This usage plus one response's persisted `usage` object."""
+        return Usage(
+            self.input_tokens + int(usage.get("inputTokens", 0)),
+            self.output_tokens + int(usage.get("outputTokens", 0)),
+            self.cache_read_tokens + int(usage.get("cacheReadTokens", 0)),
+            self.cache_write_tokens + int(usage.get("cacheWriteTokens", 0)),
+            self.reasoning_tokens + int(usage.get("reasoningTokens", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """One tool call of the turn with its result (None if the turn ended before it committed)."""
+
+    call: ToolCall
+    result: ToolResult | None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One turn, as `agents.run()` returns it.
+
+    `reason` is the turn's `turn/end` reason (`{"kind": "completed"}`, `{"kind": "error",
+    "error": {...}}`, `{"kind": "aborted", "reason": {...}}`, ...); `text` the final assistant
+    message's text.
+    """
+
+    session_id: str
+    turn: int
+    reason: dict[str, Any]
+    text: str
+    tool_calls: list[ToolRun] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def completed(self) -> bool:
+        """Whether the turn ended `completed`."""
+        return self.reason.get("kind") == "completed"
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """The turn ended and the agent is idle (its `turn/end` is durable when the agents service
+    flushes on idle, the default)."""
+
+    result: RunResult
+
+
+StreamItem = TurnStart | TextDelta | ReasoningDelta | ToolCall | ToolResult | TurnEnd
+
+
+class TurnFold:
+    """Follows the first turn that starts in one session's events from now on."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.turn: int | None = None
+        self.result: RunResult | None = None
+        self._text = ""
+        self._usage = Usage()
+        self._calls: dict[str, ToolRun] = {}
+
+    def add(self, event: Event) -> list[StreamItem]:
+        """The stream items `event` yields (none once the turn has ended)."""
+        kind, data = event["type"], event["data"]
+        if self.result is not None:
+            return []
+        if kind == "turn/start" and self.turn is None:
+            self.turn = data["turn"]
+            return [TurnStart(self.session_id, data["turn"])]
+        if self.turn is None or data.get("turn") != self.turn:
+            return []
+        if kind == "assistant/chunk":
+            return self._chunk(data["chunk"], data["step"])
+        if kind == "assistant/message":
+            self._text = _text(data["message"].get("content", ()))
+            if "usage" in data:
+                self._usage = self._usage.plus(data["usage"])
+        elif kind == "tool/call":
+            arguments = parse_arguments(data["arguments"])
+            call = ToolCall(data["callId"], data["name"], arguments, data["step"])
+            self._calls[call.call_id] = ToolRun(call, None)
+            return [call]
+        elif kind == "tool/result":
+            result = self._tool_result(data)
+            return [] if result is None else [result]
+        elif kind == "turn/end":
+            self.result = RunResult(
+                self.session_id,
+                self.turn,
+                dict(data["reason"]),
+                self._text,
+                list(self._calls.values()),
+                self._usage,
+            )
+        return []
+
+    @staticmethod
+    def _chunk(chunk: Mapping[str, Any], step: int) -> list[StreamItem]:
+        if chunk["type"] == "text-delta":
+            return [TextDelta(chunk["text"], step)]
+        if chunk["type"] == "reasoning-delta":
+            return [ReasoningDelta(chunk["text"], step)]
+        return []
+
+    def _tool_result(self, data: Mapping[str, Any]) -> ToolResult | None:
+        message = data["message"]
+        block = next(
+            (b for b in message.get("content", ()) if b.get("type") == "tool-result"), None
+        )
+        if block is None:
+            return None
+        call_id = str(block.get("toolCallId", message.get("source", {}).get("callId", "")))
+        run = self._calls.get(call_id)
+        content = block.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
+        result = ToolResult(
+            call_id,
+            run.call.name if run is not None else "",
+            block.get("isError") is True,
+            _text(blocks),
+            list(blocks),
+            dict(data["error"]) if isinstance(data.get("error"), Mapping) else None,
+            data["step"],
+        )
+        if run is not None:
+            self._calls[call_id] = ToolRun(run.call, result)
+        return result
+
+
+def _text(blocks: Sequence[Mapping[str, Any]]) -> str:
+    """Text blocks joined; other blocks (images, tool calls) are not text."""
+    return "".join(b["text"] for b in blocks if b.get("type") == "text" and "text" in b)
