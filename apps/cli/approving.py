@@ -105,7 +105,7 @@ def _count(pending: Sequence[Question]) -> str:
 
 
 def _listed(pending: Sequence[Question]) -> str:
-    return ", ".join(f"{q.tool_name} ({q.call_id})" for q in pending)
+    return ", ".join(f"{printable(q.tool_name)} ({printable(q.call_id)})" for q in pending)
 
 
 def _chosen(session_id: str, pending: Sequence[Question], call_id: str | None) -> Question:
@@ -123,7 +123,7 @@ def _chosen(session_id: str, pending: Sequence[Question], call_id: str | None) -
         if question.call_id == call_id:
             return question
     raise CliError(
-        f'session "{session_id}" is not waiting for an approval of call "{call_id}" '
+        f'session "{session_id}" is not waiting for an approval of call "{printable(call_id)}" '
         f"(waiting: {_listed(pending)})"
     )
 
@@ -151,11 +151,13 @@ def note(question: Question, answer: Answer) -> dict[str, Any]:
 
 
 def pretty(arguments: Any) -> str:
-    """Arguments as indented JSON (the raw text when they are not JSON)."""
-    value = parse_arguments(arguments)
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    """Arguments as indented JSON (a raw string quoted, so control characters show escaped)."""
+    return json.dumps(parse_arguments(arguments), indent=2, ensure_ascii=False)
+
+
+def printable(text: str | None) -> str:
+    """`text` with control characters escaped: model-chosen ids must not drive the terminal."""
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text or "")
 
 
 class TerminalAnswerer:
@@ -174,13 +176,13 @@ class TerminalAnswerer:
         out.print(
             Text.assemble(
                 ("? ", "bold yellow"),
-                (request.tool_name, "bold"),
+                (printable(request.tool_name), "bold"),
                 " needs your approval",
-                (f"  (call {request.call_id})", "dim"),
+                (f"  (call {printable(request.call_id)})", "dim"),
             )
         )
         if request.reason:
-            out.print(Text(f"  why: {request.reason}"))
+            out.print(Text(f"  why: {printable(request.reason)}"))
         out.print(Text("  arguments:", style="dim"))
         for line in pretty(request.arguments).splitlines() or [""]:
             out.print(Text("    " + line))
@@ -243,7 +245,8 @@ class Unattended:
             sys.stdout.flush()
         else:
             self.view.notice(
-                f"{request.tool_name} ({request.call_id}) needs approval: the turn ends blocked "
-                f"until you answer\n  approve: {approve}\n  deny:    {deny}"
+                f"{printable(request.tool_name)} ({printable(request.call_id)}) needs approval: "
+                f"the turn ends blocked until you answer\n  approve: {printable(approve)}\n"
+                f"  deny:    {printable(deny)}"
             )
         return Answer.later()

@@ -229,3 +229,11 @@ def test_ctrl_c_at_the_prompt_cancels_the_question_and_the_turn(dsh: Sandbox) ->
     assert outcomes(log) == ["cancelled"]
     assert log[-1]["data"]["reason"] == {"kind": "aborted", "reason": {"kind": "user"}}
     assert not (dsh.workspace / "notes.txt").exists()
+
+
+def test_what_the_prompt_prints_cannot_drive_the_terminal() -> None:
+    from apps.cli.approving import pretty, printable
+
+    assert printable("call-\x1b[2Jx\n") == "call-\\u001b[2Jx\\u000a"
+    assert pretty('{"path": "a\\u001b"}') == '{\n  "path": "a\\u001b"\n}'
+    assert pretty("not json \x1b[31m") == '"not json \\u001b[31m"'
