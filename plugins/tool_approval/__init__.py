@@ -49,3 +49,4 @@ def apply(ctx: Any, config: Config) -> None:
     ctx.provide("approval", service)
     ctx.on("tools/pre-execute", rules_listener(service))
     ctx.on("agent/pre-step", step_listener(service))
+    ctx.on("session/disposed", service.forget)

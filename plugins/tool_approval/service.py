@@ -76,6 +76,12 @@ class ApprovalService(Service):
             self._books[session.id] = held
         return held[1].update(session.events)
 
+    def forget(self, session: Any) -> None:
+        """Drop the state of a session that left the store (`session/disposed`)."""
+        held = self._books.get(session.id)
+        if held is not None and held[0] is session:
+            del self._books[session.id]
+
     def pending(self, session: Any) -> list[Question]:
         """The session's questions still waiting for an answer."""
         return self.book(session).pending()

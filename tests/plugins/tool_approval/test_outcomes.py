@@ -345,3 +345,15 @@ async def test_without_the_plugin_an_ask_is_still_refused_as_before() -> None:
     assert result_texts(session) == {
         "c1": 'Error: tool "write" requires approval (not yet supported)'
     }
+
+
+async def test_the_state_of_a_disposed_session_is_dropped() -> None:
+    _, answerer = answering(Answer.once(), Answer.once())
+    async with stack(TWO_WRITES, tools=[tool("write", Recorder())]) as ctx:
+        ctx.approval.answer_with(answerer)
+        handle = await ctx.agents.create("s1")
+        handle.agent.followup("go")
+        await handle.agent.when_idle()
+        assert "s1" in ctx.approval._books
+        await handle.dispose()
+        assert "s1" not in ctx.approval._books
