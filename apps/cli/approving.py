@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.text import Text
 
 from plugins.session.jsonutil import dumps
-from plugins.tool_approval import Answer, ApprovalRequest, Question
+from plugins.tool_approval import Answer, ApprovalRequest, Question, pending_questions
 
 from .errors import USAGE, CliError
 from .paths import default_manifest
@@ -98,6 +98,16 @@ def prepare(
             f" or {command('deny', agent.id, first.call_id, flags)}"
         )
     return prompt
+
+
+def waiting_lines(session_id: str, events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """For `dsh resume ID`: the questions a session waits on and how to answer each."""
+    return [
+        f"waiting for approval: {printable(q.tool_name)} ({printable(q.call_id)}); answer with "
+        f"{printable(command('approve', session_id, q.call_id, []))} or "
+        f"{printable(command('deny', session_id, q.call_id, []))}"
+        for q in pending_questions(events)
+    ]
 
 
 def _count(pending: Sequence[Question]) -> str:

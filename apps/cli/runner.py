@@ -198,6 +198,7 @@ class Recovery:
         lines.append(
             f"session {self.session_id}: {turns} {plural}, last: {last}, {len(self.events)} events"
         )
+        lines.extend(approving.waiting_lines(self.session_id, self.events))
         return lines
 
     def to_json(self) -> dict[str, Any]:

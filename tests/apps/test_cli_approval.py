@@ -135,6 +135,14 @@ def test_a_blocked_run_is_answered_later_with_approve_and_deny(
 
     listed = [json.loads(line) for line in dsh("sessions", "--json").stdout.splitlines()]
     assert [(row["id"], row["waitingApprovals"]) for row in listed] == [("s-wait", 2)]
+    state = dsh("resume", "s-wait").stdout.splitlines()
+    assert state[0] == "nothing to recover"
+    assert state[-2:] == [
+        "waiting for approval: write_file (call-write-notes); answer with dsh approve s-wait "
+        "call-write-notes or dsh deny s-wait call-write-notes",
+        "waiting for approval: append_ledger (call-ledger-notes); answer with dsh approve "
+        "s-wait call-ledger-notes or dsh deny s-wait call-ledger-notes",
+    ]
     assert "blocked — waiting for approval (2)" in dsh("sessions").stdout
 
     prompt = dsh("run", "--session", "s-wait", "something else", env=BLOCK)
@@ -152,7 +160,7 @@ def test_a_blocked_run_is_answered_later_with_approve_and_deny(
     assert 'not waiting for an approval of call "call-nope"' in wrong.stderr
 
     after = replay_overlay("after.yml", AFTER)
-    first = dsh("approve", "s-wait", "call-write-notes", "--patch", after, env=BLOCK)
+    first = dsh("approve", "s-wait", "call-write-notes", "--always", "--patch", after, env=BLOCK)
     assert first.returncode == 1, first.stderr  # still blocked: the ledger call waits
     assert (dsh.workspace / "notes.txt").read_text().startswith("Each event appended")
     assert "append_ledger (call-ledger-notes) needs approval" in first.stderr
@@ -169,6 +177,7 @@ def test_a_blocked_run_is_answered_later_with_approve_and_deny(
 
     log = events(dsh, "s-wait")
     assert outcomes(log) == ["allowed-once", "rejected"]
+    assert [e["data"]["toolName"] for e in log if e["type"] == "approval/always"] == ["write_file"]
     results = [e for e in log if e["type"] == "tool/result"]
     assert [r["data"]["message"]["source"]["callId"] for r in results] == [
         "call-write-notes",
@@ -182,7 +191,7 @@ def test_a_blocked_run_is_answered_later_with_approve_and_deny(
     assert notes == [
         "The user answered the approval question for append_ledger (call call-ledger-notes): "
         "rejected: not this time."
-    ]
+    ]  # the note of the first answer was claimed by a turn that ended blocked again
     answered = dsh("approve", "s-wait", env=BLOCK)
     assert answered.returncode == 1
     assert answered.stderr.strip().splitlines()[-1] == (
