@@ -78,6 +78,15 @@ def prepare(
     if service is None:
         if given is not None:
             raise CliError("the manifest mounts no approval plugin (dsh-tool-approval)", USAGE)
+        waiting = pending_questions(agent.session.events)
+        if waiting:
+            # Its calls have no results yet: without the plugin the model would see them open.
+            raise CliError(
+                f'session "{agent.id}" is waiting for an answer to {_count(waiting)} '
+                f"({_listed(waiting)}), but the manifest mounts no approval plugin "
+                "(dsh-tool-approval) to continue it",
+                USAGE,
+            )
         return prompt
     interactive = _interactive(view)
     if interactive:

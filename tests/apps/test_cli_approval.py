@@ -152,6 +152,10 @@ def test_a_blocked_run_is_answered_later_with_approve_and_deny(
         "(call-write-notes), append_ledger (call-ledger-notes); answer with dsh approve s-wait "
         "call-write-notes or dsh deny s-wait call-write-notes"
     )
+    unguarded = dsh("run", "--session", "s-wait", "--patch", NO_APPROVAL, "go on", env=BLOCK)
+    assert unguarded.returncode == 2
+    assert "the manifest mounts no approval plugin" in unguarded.stderr
+    assert dsh("approve", "s-wait", "--patch", NO_APPROVAL).returncode == 2
     ambiguous = dsh("approve", "s-wait", env=BLOCK)
     assert ambiguous.returncode == 2
     assert "name the call to answer" in ambiguous.stderr
