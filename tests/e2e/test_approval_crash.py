@@ -87,6 +87,10 @@ def check(dsh: Dsh) -> None:
     asked = [e for e in before if e["type"] == "approval/asked"]
     assert [a["data"]["callId"] for a in asked] == ["call-write-notes"]
 
+    shown = dsh("show", SESSION).stdout
+    assert "write_file asks for approval" in shown
+    assert "write_file approval: cancelled  [pending repair]" in shown
+
     resumed = dsh("resume", SESSION)
     assert resumed.returncode == 0, resumed.stderr
     # The response's second call (append_ledger) never started either.
