@@ -250,3 +250,21 @@ def test_what_the_prompt_prints_cannot_drive_the_terminal() -> None:
     assert printable("call-\x1b[2Jx\n") == "call-\\u001b[2Jx\\u000a"
     assert pretty('{"path": "a\\u001b"}') == '{\n  "path": "a\\u001b"\n}'
     assert pretty("not json \x1b[31m") == '"not json \\u001b[31m"'
+
+
+def test_approval_command_errors_carry_stable_codes() -> None:
+    import pytest
+
+    from apps.cli import approving
+    from plugins.tool_approval import Question
+
+    one = Question("q1", "write_file", "c1", None, 5, 1)
+    two = Question("q2", "append_ledger", "c2", None, 7, 1)
+    assert approving.chosen("s", [one], None) is one
+    assert approving.chosen("s", [one, two], "c2") is two
+    cases = [([], None, approving.NOT_WAITING, 1), ([one, two], None, approving.AMBIGUOUS, 2)]
+    cases.append(([one], "c9", approving.NOT_WAITING, 1))
+    for pending, call_id, code, exit_code in cases:
+        with pytest.raises(approving.ApprovalCliError) as caught:
+            approving.chosen("s", pending, call_id)
+        assert (caught.value.code, caught.value.exit_code) == (code, exit_code)
