@@ -31,16 +31,12 @@ logger = logging.getLogger("dsh.tool_approval")
 
 @dataclass(frozen=True)
 class Decision:
-    """The end of one approval: `outcome` (None while deferred) and, unless allowed, the
-    error text the model sees."""
+    """The end of one approval: `outcome` (None when no question was needed or it stays open)
+    and `denial`, the error text the model sees (None when the call may run)."""
 
     outcome: Outcome | None
     denial: str | None = None
     question_id: str | None = None
-
-    @property
-    def allowed(self) -> bool:
-        return self.outcome == "allowed-once" or (self.outcome is None and self.denial is None)
 
     @property
     def deferred(self) -> bool:
@@ -128,19 +124,23 @@ class ApprovalService(Service):
         session = agent.session
         book = self.book(session)
         question = book.open_question(exec.call_id)
-        if exec.name in book.always:
+        never = self.policy_of(session) == "never"
+        if exec.name in book.always and not never:
             if question is None:
                 return ALLOWED_BY_RULE
             # An open question of a tool the person since allowed always: that is its answer.
             return await self._allowed(session, question.id)
         if question is None:
             question_id = f"approval-{uuid4().hex[:12]}"
-            data: dict[str, Any] = {"id": question_id, "toolName": exec.name}
-            data["callId"] = exec.call_id
+            data: dict[str, Any] = {
+                "id": question_id,
+                "toolName": exec.name,
+                "callId": exec.call_id,
+            }
             if reason is not None:
                 data["reason"] = reason
             session.append(ASKED, data)
-            if self.policy_of(session) != "never":
+            if not never:
                 try:
                     await self.ctx.sessions.flush(session)
                 except BaseException:
@@ -148,7 +148,7 @@ class ApprovalService(Service):
                     raise
         else:
             question_id, reason = question.id, question.reason
-        if self.policy_of(session) == "never":
+        if never:
             return self._decided(session, question_id, "rejected", texts.NEVER)
         request = ApprovalRequest(
             question_id, session.id, exec.call_id, exec.name, exec.arguments, reason

@@ -357,3 +357,25 @@ async def test_the_state_of_a_disposed_session_is_dropped() -> None:
         assert "s1" in ctx.approval._books
         await handle.dispose()
         assert "s1" not in ctx.approval._books
+
+
+async def test_policy_never_wins_over_a_remembered_always() -> None:
+    body = Recorder()
+    _, answerer = answering(Answer.always())
+    script = [*TWO_WRITES, {"tool_calls": [call("c3", "write", {"path": "c"})]}, {"text": "ok"}]
+    async with stack(script, tools=[tool("write", body)]) as ctx:
+        ctx.approval.answer_with(answerer)
+        handle = await ctx.agents.create("s1")
+        session = handle.agent.session
+        handle.agent.followup("go")
+        await handle.agent.when_idle()
+        assert len(body.calls) == 2
+        ctx.approval.set_policy(session, "never")
+        handle.agent.followup("again")
+        await handle.agent.when_idle()
+    assert len(body.calls) == 2
+    assert [d["outcome"] for d in of_type(session, "approval/decided")] == [
+        "allowed-once",
+        "rejected",
+    ]
+    assert 'policy is "never"' in result_texts(session)["c3"]
