@@ -26,7 +26,7 @@ from rich.text import Text
 from plugins.session.jsonutil import dumps
 from plugins.tool_approval import Answer, ApprovalRequest, Question, pending_questions
 
-from .errors import FAILED, USAGE, CliError
+from .errors import USAGE, CliError
 from .paths import default_manifest
 from .views import JsonView, RunView, parse_arguments
 
@@ -43,14 +43,6 @@ NOT_WAITING = "APPROVAL_NOT_WAITING"
 AMBIGUOUS = "APPROVAL_AMBIGUOUS"
 WAITING = "APPROVAL_WAITING"
 NO_PLUGIN = "APPROVAL_NOT_MOUNTED"
-
-
-class ApprovalCliError(CliError):
-    """A refused approval command or prompt, with its stable `code`."""
-
-    def __init__(self, message: str, code: str, exit_code: int = FAILED) -> None:
-        super().__init__(message, exit_code)
-        self.code = code
 
 
 @dataclass(frozen=True)
@@ -92,18 +84,18 @@ def prepare(
     service: ApprovalService | None = ctx.get("approval")
     if service is None:
         if given is not None:
-            raise ApprovalCliError(
-                "the manifest mounts no approval plugin (dsh-tool-approval)", NO_PLUGIN, USAGE
+            raise CliError(
+                "the manifest mounts no approval plugin (dsh-tool-approval)", USAGE, code=NO_PLUGIN
             )
         waiting = pending_questions(agent.session.events)
         if waiting:
             # Its calls have no results yet: without the plugin the model would see them open.
-            raise ApprovalCliError(
+            raise CliError(
                 f'session "{agent.id}" is waiting for an answer to {_count(waiting)} '
                 f"({_listed(waiting)}), but the manifest mounts no approval plugin "
                 "(dsh-tool-approval) to continue it",
-                NO_PLUGIN,
                 USAGE,
+                code=NO_PLUGIN,
             )
         return prompt
     interactive = _interactive(view)
@@ -119,11 +111,11 @@ def prepare(
         return note(question, given.answer)
     if pending and not interactive and service.config.unattended == "block":
         first = pending[0]
-        raise ApprovalCliError(
+        raise CliError(
             f'session "{agent.id}" is waiting for an answer to {_count(pending)}: '
             f"{_listed(pending)}; answer with {command('approve', agent.id, first.call_id, flags)}"
             f" or {command('deny', agent.id, first.call_id, flags)}",
-            WAITING,
+            code=WAITING,
         )
     return prompt
 
@@ -149,25 +141,23 @@ def _listed(pending: Sequence[Question]) -> str:
 def chosen(session_id: str, pending: Sequence[Question], call_id: str | None) -> Question:
     """The question `dsh approve/deny ID [CALL_ID]` answers; refused with a stable code."""
     if not pending:
-        raise ApprovalCliError(
-            f'session "{session_id}" is not waiting for an approval', NOT_WAITING
-        )
+        raise CliError(f'session "{session_id}" is not waiting for an approval', code=NOT_WAITING)
     if call_id is None:
         if len(pending) > 1:
-            raise ApprovalCliError(
+            raise CliError(
                 f'session "{session_id}" is waiting for {_count(pending)}: {_listed(pending)}; '
                 "name the call to answer",
-                AMBIGUOUS,
                 USAGE,
+                code=AMBIGUOUS,
             )
         return pending[0]
     for question in pending:
         if question.call_id == call_id:
             return question
-    raise ApprovalCliError(
+    raise CliError(
         f'session "{session_id}" is not waiting for an approval of call "{printable(call_id)}" '
         f"(waiting: {_listed(pending)})",
-        NOT_WAITING,
+        code=NOT_WAITING,
     )
 
 

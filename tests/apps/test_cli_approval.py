@@ -256,6 +256,7 @@ def test_approval_command_errors_carry_stable_codes() -> None:
     import pytest
 
     from apps.cli import approving
+    from apps.cli.errors import CliError
     from plugins.tool_approval import Question
 
     one = Question("q1", "write_file", "c1", None, 5, 1)
@@ -265,6 +266,6 @@ def test_approval_command_errors_carry_stable_codes() -> None:
     cases = [([], None, approving.NOT_WAITING, 1), ([one, two], None, approving.AMBIGUOUS, 2)]
     cases.append(([one], "c9", approving.NOT_WAITING, 1))
     for pending, call_id, code, exit_code in cases:
-        with pytest.raises(approving.ApprovalCliError) as caught:
+        with pytest.raises(CliError) as caught:
             approving.chosen("s", pending, call_id)
         assert (caught.value.code, caught.value.exit_code) == (code, exit_code)
