@@ -159,6 +159,9 @@ def test_a_blocked_run_is_answered_later_with_approve_and_deny(
     ambiguous = dsh("approve", "s-wait", env=BLOCK)
     assert ambiguous.returncode == 2
     assert "name the call to answer" in ambiguous.stderr
+    as_json = dsh("approve", "s-wait", "--json", env=BLOCK)
+    error = json.loads(as_json.stdout.splitlines()[-1])
+    assert (error["type"], error["code"]) == ("error", "APPROVAL_AMBIGUOUS")
     wrong = dsh("approve", "s-wait", "call-nope", env=BLOCK)
     assert wrong.returncode == 1
     assert 'not waiting for an approval of call "call-nope"' in wrong.stderr
@@ -220,7 +223,7 @@ def test_unattended_refuse_and_the_no_approval_overlay(dsh: Sandbox) -> None:
         for line in refused.stdout.splitlines()
         if json.loads(line)["type"] == "tool-result"
     ]
-    assert [r["content"] for r in results] == [
+    assert [r["value"] for r in results] == [
         "Error: nobody could approve this call (no approver answered); the call was not run"
     ] * 2
     assert not (dsh.workspace / "notes.txt").exists()
