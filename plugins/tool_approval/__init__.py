@@ -33,6 +33,7 @@ __all__ = [
     "Decision",
     "Question",
     "Rule",
+    "aliases",
     "apply",
     "inject",
     "name",
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 name = "tool-approval"
+aliases = ["@deepseek-ai/dsh-tool-approval"]
 inject = ["sessions", "tools"]
 
 
