@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugins.session_persistence import Owner, SessionPersistenceError, SessionPersistenceService
+from plugins.tool_approval import pending_questions
 
 from .summary import last_turn_reason, turn_count
 
@@ -27,6 +28,8 @@ class SessionRow:
     size: int | None = None
     problem: str | None = None
     running: Owner | None = None
+    #: Approval questions the session waits on (answered with `dsh approve` / `dsh deny`).
+    waiting: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` line."""
@@ -38,6 +41,7 @@ class SessionRow:
             "lastReason": self.last_reason,
             "events": self.events,
             "size": self.size,
+            "waitingApprovals": self.waiting,
         }
         if self.problem is not None:
             line["problem"] = self.problem
@@ -98,6 +102,7 @@ async def session_rows(
                     events=len(events),
                     size=_size(persistence, header),
                     running=owner,
+                    waiting=len(pending_questions(events)),
                 )
             )
         if advance is not None:
