@@ -4,6 +4,7 @@ from framework.context import Context
 from framework.errors import (
     BootError,
     ConfigError,
+    DshError,
     FrameworkError,
     ManifestError,
     PluginError,
@@ -32,6 +33,7 @@ __all__ = [
     "BootError",
     "ConfigError",
     "Context",
+    "DshError",
     "Effect",
     "Emit",
     "Event",
