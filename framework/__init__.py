@@ -1,4 +1,4 @@
-"""A small Cordis-style context and service container (spec 01)."""
+"""A small Cordis-style context and service container (docs/concepts.md)."""
 
 from framework.context import Context
 from framework.errors import (

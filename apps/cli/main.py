@@ -1,4 +1,4 @@
-"""The `dsh` command: run, resume, list, show and check durable agent sessions (spec 05)."""
+"""The `dsh` command: run, resume, list, show and check durable agent sessions (docs/cli.md)."""
 
 from __future__ import annotations
 

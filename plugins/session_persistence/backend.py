@@ -71,7 +71,7 @@ class Snapshot:
 
 @runtime_checkable
 class PersistenceBackend(Protocol):
-    """Storage hooks behind `sessionPersistence` (spec 02 §4)."""
+    """Storage hooks behind `sessionPersistence` (docs/persistence.md)."""
 
     #: `session-persistence-jsonl` | `session-persistence-sqlite` | `session-persistence-postgres`
     name: str
@@ -95,7 +95,7 @@ class PersistenceBackend(Protocol):
     ) -> None:
         """Make `events` durable as one unit. When not materialized, create the log with the
         header and this first batch atomically. Honour the writer lock and the stale-writer check
-        (spec 02 §6) for `meta["id"]`."""
+        (docs/backends.md) for `meta["id"]`."""
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]

@@ -64,7 +64,7 @@ class _TaskHost:
 
 
 class SessionPersistenceService(Service):
-    """`ctx.sessionPersistence`: durable session logs behind one backend (spec 02 §4)."""
+    """`ctx.sessionPersistence`: durable session logs behind one backend (docs/persistence.md)."""
 
     provide: ClassVar[str] = "sessionPersistence"
 

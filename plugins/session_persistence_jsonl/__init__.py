@@ -1,4 +1,4 @@
-"""`dsh-session-persistence-jsonl`: session logs as JSONL files, raw or zstd (spec 02 §5, §6).
+"""`dsh-session-persistence-jsonl`: session logs as JSONL files, raw or zstd (docs/persistence.md).
 
 Provides `sessionPersistence` backed by `JsonlBackend`: one append-only log per session under
 `<root>/<project>/<segment(id)>/session.jsonl[.zstd]`, a cross-process writer lock per session,

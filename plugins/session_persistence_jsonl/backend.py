@@ -1,4 +1,4 @@
-"""The JSONL storage engine: one append-only log file per session (spec 02 §5, §6).
+"""The JSONL storage engine: one append-only log file per session (docs/persistence.md).
 
 All file I/O is synchronous and runs in worker threads (`anyio.to_thread.run_sync`); the
 coordinator never overlaps two calls for one id, so per-id state needs no further locking.

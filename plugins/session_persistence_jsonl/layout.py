@@ -1,4 +1,4 @@
-"""Where a session's log lives: `<root>/<project>/<segment(id)>/session.jsonl[.zstd]` (spec 02 §5).
+"""Where a session's log lives: `<root>/<project>/<segment(id)>/session.jsonl[.zstd]`.
 
 Both encoders walk UTF-16 code units: ASCII letters, digits and `. _ -` stay, any other unit (`~`
 too) becomes `~` plus four uppercase hex digits, so every id and cwd maps to one safe name.

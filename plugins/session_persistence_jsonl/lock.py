@@ -1,4 +1,4 @@
-"""The cross-process writer lock of one session directory (spec 02 §6).
+"""The cross-process writer lock of one session directory (docs/backends.md).
 
 `session.lock` (0600, never deleted) is held with `fcntl.flock(LOCK_EX | LOCK_NB)` on a kept file
 descriptor, so the kernel frees it when the holder dies. The holder records who it is as one JSON

@@ -1,4 +1,4 @@
-"""The PostgreSQL storage engine (spec 02 §8): one row per session and one row per event.
+"""The PostgreSQL storage engine (docs/backends.md): one row per session and one row per event.
 
 Every write is one transaction: the session row is locked `FOR UPDATE` (or, for the first batch,
 inserted with `ON CONFLICT DO NOTHING`: a conflict is a lost race), the writer lock, owner token
@@ -16,7 +16,7 @@ transaction. If the lock connection drops, the next owned write re-acquires the 
 connection) or raises `SessionLockedError`. A lock whose owner row names a dead process on this
 host is waited for (bounded): the server frees it only once it notices the closed connection.
 Advisory locks are per database and the key depends
-on the session id only (spec 02 §8), so two stores (schemas) in one database contend for the
+on the session id only (docs/backends.md), so two stores (schemas) in one database contend for the
 locks of equal session ids: give each store its own database, or keep their ids distinct.
 """
 

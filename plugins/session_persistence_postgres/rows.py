@@ -1,6 +1,6 @@
 """Events and headers as PostgreSQL rows, and reading stored rows back.
 
-One row per event (spec 02 §8): `type`, `time`, `data` (the exact JSON text of the event's
+One row per event (docs/backends.md): `type`, `time`, `data` (the exact JSON text of the event's
 `data`), `source_event_seqs` (bigint[] or NULL), `surface_op` (JSON text or NULL), `ignorable`
 (boolean or NULL) and `key_order`, one letter per envelope key in the event's own order, so a
 loaded event has the same JSON text as the one appended (live, closer and loaded orders differ).

@@ -1,4 +1,4 @@
-"""The tables (spec 02 §8), their creation and version check, and every statement the backend
+"""The tables (docs/backends.md), their creation and version check, and every statement the backend
 runs, composed once per schema name."""
 
 from __future__ import annotations

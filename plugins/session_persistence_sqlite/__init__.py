@@ -1,4 +1,4 @@
-"""`dsh-session-persistence-sqlite`: every session log in one SQLite database (spec 02 §7).
+"""`dsh-session-persistence-sqlite`: every session log in one SQLite database (docs/backends.md).
 
 Provides `sessionPersistence` backed by `SqliteBackend`: a STRICT schema (`application_id`
 0x44534850, `user_version` 18), one row per event or packed chunk run, one `BEGIN IMMEDIATE`

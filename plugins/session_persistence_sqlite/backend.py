@@ -1,4 +1,4 @@
-"""The SQLite storage engine: every session in one database file (spec 02 §7).
+"""The SQLite storage engine: every session in one database file (docs/backends.md).
 
 Threading: the stdlib `sqlite3` connection is used by one thread at a time. Every operation
 (row encoding included) runs in an anyio worker thread (`anyio.to_thread.run_sync`) behind a

@@ -1,4 +1,4 @@
-"""Opening the session database: file safety, pragmas read back, and the schema (spec 02 §7).
+"""Opening the session database: file safety, pragmas read back, and the schema (docs/backends.md).
 
 The folder, the file and its side files follow the storage rule of
 `plugins.session_persistence.fsguard` (the folder is created 0700, the file 0600 before SQLite

@@ -1,4 +1,4 @@
-"""Single-writer exclusion through the `session_locks` table (spec 02 §6, §7).
+"""Single-writer exclusion through the `session_locks` table (docs/persistence.md).
 
 A holder's row carries a token, its pid and host, and a heartbeat (wall-clock ms) that a
 `Heartbeat` thread refreshes every 10 s while any lock is held. Another writer takes the row over

@@ -1,4 +1,4 @@
-"""Event rows of the `events` table: encoding a batch and scanning a stored log (spec 02 §7).
+"""Event rows of the `events` table: encoding a batch and scanning a stored log (docs/backends.md).
 
 One row per event, or one per packed chunk run (`type` = the packed tag, `seq`/`time` = the run's
 `seq0`/`time0`, `ignorable = 0`, at most 1024 members and 1 MiB of `data`). Columns:

@@ -163,7 +163,7 @@ _LOSSY_BATCH = (
 
 
 class BackendContract:
-    """Spec 02 §9: the behaviours every persistence backend must show (`test_bNN_*`)."""
+    """docs/persistence.md: the behaviours every persistence backend must show (`test_bNN_*`)."""
 
     pytestmark = pytest.mark.anyio
 

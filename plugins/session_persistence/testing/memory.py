@@ -3,7 +3,8 @@ coordinator's tests and for trying a design out; not a plugin).
 
 Storage is shared between instances through `MemoryStorage`, so "a fresh instance over the same
 storage" is `MemoryBackend(storage)`. Events are kept as JSON text, so nothing a caller mutates
-afterwards leaks in. Writer locks and the stale-writer check follow spec 02 §6 within one process.
+afterwards leaks in. Writer locks and the stale-writer check follow docs/backends.md
+within one process.
 """
 
 from __future__ import annotations

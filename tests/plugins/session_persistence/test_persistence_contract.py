@@ -1,4 +1,4 @@
-"""The contract suite (spec 02 §9) over the in-memory test backend: checks the suite itself and
+"""The contract suite over the in-memory test backend: checks the suite itself and
 the coordinator behind it (the real backends plug in from their own test packages)."""
 
 from __future__ import annotations

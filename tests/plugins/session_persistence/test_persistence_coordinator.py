@@ -1,4 +1,4 @@
-"""Coordinator rules beyond the contract suite (spec 02 §4.1-§4.3, §6), on JSONL raw files, and
+"""Coordinator rules beyond the contract suite (docs/persistence.md), on JSONL raw files, and
 on the in-memory test backend where a stored log must be shaped by hand."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exact spec texts of the persistence seam (spec 02 §4.1) that other tests pin only by prefix."""
+"""Exact spec texts of the persistence seam that other tests pin only by prefix."""
 
 from __future__ import annotations
 

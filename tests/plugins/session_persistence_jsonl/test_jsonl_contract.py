@@ -1,4 +1,4 @@
-"""The persistence contract suite (spec 02 §9) over the JSONL backend, raw and zstd."""
+"""The persistence contract suite (docs/persistence.md) over the JSONL backend, raw and zstd."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Single-writer exclusion (spec 02 §6, R6): session.lock, SessionLockedError, stale writers."""
+"""Single-writer exclusion (docs/backends.md): session.lock, SessionLockedError, stale writers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The persistence contract suite (spec 02 §9) over PostgreSQL, one fresh schema per test.
+"""The persistence contract suite (docs/persistence.md) over PostgreSQL, one fresh schema per test.
 
 Behaviour 13 runs a real child process with its own connections (the suite's `hold` child
 builds `PostgresBackend` from `child_factory`). Damage for behaviours 7 and 8 is done with SQL

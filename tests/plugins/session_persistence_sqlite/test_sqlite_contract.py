@@ -1,4 +1,4 @@
-"""The persistence contract suite (spec 02 §9) over the SQLite backend."""
+"""The persistence contract suite (docs/persistence.md) over the SQLite backend."""
 
 from __future__ import annotations
 
