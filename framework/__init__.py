@@ -4,6 +4,7 @@ from framework.context import Context
 from framework.errors import (
     BootError,
     ConfigError,
+    DshError,
     FrameworkError,
     ManifestError,
     PluginError,
@@ -30,6 +31,7 @@ __all__ = [
     "BootError",
     "ConfigError",
     "Context",
+    "DshError",
     "Effect",
     "Fiber",
     "FiberState",

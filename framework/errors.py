@@ -10,8 +10,17 @@ Location = tuple[str | int, ...]
 Problem = tuple[str, Location]
 
 
-class FrameworkError(Exception):
+class DshError(Exception):
+    """Root of the project's errors: `code` is stable (programs branch on it or on the type),
+    the message is for people."""
+
+    code: str = "DSH_ERROR"
+
+
+class FrameworkError(DshError):
     """Base class of every error raised by the framework."""
+
+    code: str = "FRAMEWORK_ERROR"
 
 
 class ServiceError(FrameworkError):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.session_persistence import SessionPersistenceError, SessionPersistenceService
+from plugins.session_persistence import Owner, SessionPersistenceError, SessionPersistenceService
 
 from .summary import last_turn_reason, turn_count
 
@@ -15,7 +15,8 @@ from .summary import last_turn_reason, turn_count
 @dataclass(frozen=True)
 class SessionRow:
     """A stored session at a glance; `size` in bytes where the backend keeps one file per
-    session; `problem` when the log cannot be read."""
+    session; `problem` when the log cannot be read; `running` when another process is running
+    it now (its counts are what that process made durable so far)."""
 
     id: str
     created_at: int
@@ -25,6 +26,7 @@ class SessionRow:
     events: int = 0
     size: int | None = None
     problem: str | None = None
+    running: Owner | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` line."""
@@ -39,7 +41,15 @@ class SessionRow:
         }
         if self.problem is not None:
             line["problem"] = self.problem
+        if self.running is not None:
+            line["running"] = {"pid": self.running.pid, "host": self.running.host}
         return line
+
+
+def running_text(owner: Owner) -> str:
+    """E.g. `running (pid 4242 on host box)`."""
+    pid = "unknown" if owner.pid is None else str(owner.pid)
+    return f"running (pid {pid} on host {owner.host or 'unknown'})"
 
 
 def _size(persistence: SessionPersistenceService, header: dict[str, Any]) -> int | None:
@@ -66,17 +76,23 @@ async def session_rows(
     for header in sorted(headers, key=lambda h: (h["createdAt"], h["id"]), reverse=True):
         base = {"id": header["id"], "created_at": header["createdAt"], "cwd": header.get("cwd")}
         try:
-            log = await persistence.inspect(header["id"])
+            owner = await persistence.owner(header["id"])
+            events = (
+                await persistence.read_from(header["id"], 0)
+                if owner is not None
+                else (await persistence.inspect(header["id"])).events
+            )
         except SessionPersistenceError as error:
             rows.append(SessionRow(**base, problem=str(error)))
         else:
             rows.append(
                 SessionRow(
                     **base,
-                    turns=turn_count(log.events),
-                    last_reason=last_turn_reason(log.events),
-                    events=len(log.events),
+                    turns=turn_count(events),
+                    last_reason=None if owner is not None else last_turn_reason(events),
+                    events=len(events),
                     size=_size(persistence, header),
+                    running=owner,
                 )
             )
         if advance is not None:

@@ -16,13 +16,14 @@ from rich.table import Table
 
 from framework.loader import boot
 from plugins.session.jsonutil import dumps
+from plugins.session_persistence import SessionLog
 
 from . import checking, listing, plugin_list, runner
 from .console import Consoles, consoles, setup_logging
 from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError, report
 from .paths import default_manifest
 from .summary import reason_text
-from .timeline import Timeline, stamp
+from .timeline import Timeline, stamp, storage_notes
 from .views import HumanView, JsonView, RunView
 
 #: `dsh sessions` shows a progress bar (on a terminal) from this many sessions on.
@@ -180,7 +181,8 @@ def _session_table(shown: Consoles, rows: list[listing.SessionRow]) -> None:
             column, justify="right" if column in ("turns", "events", "size") else "left"
         )
     for row in rows:
-        last = row.problem or reason_text(row.last_reason)
+        running = None if row.running is None else listing.running_text(row.running)
+        last = row.problem or running or reason_text(row.last_reason)
         style = "red" if row.problem else None
         size = "-" if row.size is None else f"{row.size:,} B"
         table.add_row(
@@ -221,14 +223,19 @@ def show(
             stored = await runner.stored_events(ctx, session_id)
             if stored is None:
                 raise CliError(f'session "{session_id}" not found')
+            owner = await persistence.owner(session_id)
             log = await persistence.inspect(session_id)
+            if owner is not None:  # its open turn is live, not interrupted: nothing to repair
+                log = SessionLog(log.header, stored, log.torn_bytes, log.set_aside)
+            location = persistence.locate(log.header)
         if json:
             for event in log.events:
                 print(dumps(event))
             return OK
         timeline = Timeline(log.events, len(stored))
         out = consoles().out
-        for line in (*timeline.header(log.header), *timeline.lines()):
+        notes = storage_notes(log, owner, None if location is None else location.path)
+        for line in (*timeline.header(log.header), *notes, *timeline.lines()):
             out.print(line)
         return OK
 

@@ -18,7 +18,7 @@ from anyio.abc import TaskStatus
 from framework import Context
 from framework.loader import boot
 from plugins.agent import USER
-from plugins.session_persistence import SessionPersistenceError
+from plugins.session_persistence import SessionNotFoundError, SetAside
 
 from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError
 from .summary import (
@@ -82,10 +82,6 @@ def persistence_of(ctx: Context) -> SessionPersistenceService:
     return service  # type: ignore[no-any-return]
 
 
-def _is_not_found(error: SessionPersistenceError, session_id: str) -> bool:
-    return str(error) == f'session "{session_id}" not found'
-
-
 async def stored_events(ctx: Context, session_id: str) -> list[dict[str, Any]] | None:
     """The stored events of `session_id` (None when nothing is stored or nothing persists)."""
     service = ctx.get("sessionPersistence")
@@ -93,10 +89,8 @@ async def stored_events(ctx: Context, session_id: str) -> list[dict[str, Any]] |
         return None
     try:
         events: list[dict[str, Any]] = await service.read_from(session_id, 0)
-    except SessionPersistenceError as error:
-        if _is_not_found(error, session_id):
-            return None
-        raise
+    except SessionNotFoundError:
+        return None
     return events
 
 
@@ -143,6 +137,9 @@ async def run(options: RunOptions, view: RunView) -> int:
         ctx.on("session/event", turn.on_event)
         try:
             view.started(agent.id, resumed=resumed, repairs=repairs)
+            if resumed:
+                for kept in persistence_of(ctx).set_aside(agent.id):
+                    view.notice(set_aside_text(kept))
             async with anyio.create_task_group() as group:
                 await group.start(_cancel_on_sigint, agent, turn)
                 agent.followup(options.prompt)
@@ -168,10 +165,12 @@ class Recovery:
     added: Repairs
     earlier: Repairs
     events: Sequence[Mapping[str, Any]]
+    set_aside: Sequence[SetAside] = ()
 
     def lines(self) -> list[str]:
         """E.g. `recovered: 1 tool call with unknown outcome, ...` and the session's state."""
         lines = [f"recovered: {self.added.describe()}" if self.added else "nothing to recover"]
+        lines += [set_aside_text(kept) for kept in self.set_aside]
         if self.earlier:
             lines.append(f"earlier repairs: {self.earlier.describe()}")
         turns = turn_count(self.events)
@@ -183,8 +182,8 @@ class Recovery:
         return lines
 
     def to_json(self) -> dict[str, Any]:
-        """The `--json` object."""
-        return {
+        """The `--json` object (`setAside` only when a repair set bytes aside)."""
+        line: dict[str, Any] = {
             "type": "recovered",
             "sessionId": self.session_id,
             "recovered": self.added.to_json(),
@@ -193,6 +192,9 @@ class Recovery:
             "lastReason": last_turn_reason(self.events),
             "events": len(self.events),
         }
+        if self.set_aside:
+            line["setAside"] = [{"path": k.path, "bytes": k.size} for k in self.set_aside]
+        return line
 
 
 async def recover(options: RunOptions) -> Recovery:
@@ -205,6 +207,12 @@ async def recover(options: RunOptions) -> Recovery:
         if stored is None:
             raise CliError(f'session "{session_id}" not found')
         log = await persistence.load(session_id)
+        kept = persistence.set_aside(session_id)
     return Recovery(
-        session_id, repairs_in(log.events[len(stored) :]), repairs_in(stored), log.events
+        session_id, repairs_in(log.events[len(stored) :]), repairs_in(stored), log.events, kept
     )
+
+
+def set_aside_text(kept: SetAside) -> str:
+    """E.g. `set aside: 312 bytes cut from the log's torn tail, kept in /…/session.jsonl.torn-…`."""
+    return f"set aside: {kept.size} bytes cut from the log's torn tail, kept in {kept.path}"

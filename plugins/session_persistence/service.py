@@ -21,10 +21,11 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from framework import Context, Service
 
-from .backend import JsonObject, Location, PersistenceBackend, Snapshot
+from .backend import JsonObject, Location, Owner, PersistenceBackend, SetAside, Snapshot
 from .config import Config
-from .coordinator import Coordinator, SessionLog, SessionPreparation
+from .coordinator import Coordinator
 from .session_api import SessionFactory
+from .state import SessionLog, SessionPreparation
 from .timers import Clock, SystemClock
 
 
@@ -127,6 +128,16 @@ class SessionPersistenceService(Service):
         """Headers with opaque revisions."""
         return await self._coordinator.snapshots()
 
+    def set_aside(self, session_id: str) -> tuple[SetAside, ...]:
+        """What repairs made through this service cut from `session_id`'s log and kept beside
+        it (`path`, `size` in bytes), oldest first."""
+        return self._coordinator.set_aside(session_id)
+
+    async def owner(self, session_id: str) -> Owner | None:
+        """The live writer running `session_id` in another process (pid and host), or None
+        when no other writer holds it; reads only."""
+        return await self._coordinator.owner(session_id)
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -158,15 +169,15 @@ async def mount_persistence(
     service = SessionPersistenceService(ctx, backend, config, clock=clock)
     await service.start()
     try:
-        coordinator = service._coordinator
-        ctx.on("session/created", coordinator.on_created)
-        ctx.on("session/event", coordinator.on_event)
-        ctx.on("session/flush", coordinator.on_flush)
-        ctx.on("session/disposed", coordinator.on_disposed)
+        live = service._coordinator.live
+        ctx.on("session/created", live.on_created)
+        ctx.on("session/event", live.on_event)
+        ctx.on("session/flush", live.on_flush)
+        ctx.on("session/disposed", live.on_disposed)
         sessions = ctx.get("sessions")
         if sessions is not None:
             for session in sessions.list():
-                coordinator.on_created(session)
+                live.on_created(session)
         ctx.provide(SessionPersistenceService.provide, service)
     except BaseException:
         with anyio.CancelScope(shield=True):

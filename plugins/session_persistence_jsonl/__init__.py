@@ -7,7 +7,6 @@ and packed chunk rows.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
@@ -16,6 +15,7 @@ from pydantic import Field, field_validator
 from framework import Context
 from plugins.session_persistence import Config as PersistenceConfig
 from plugins.session_persistence import mount_persistence
+from plugins.session_persistence.home import absolute_path
 
 from .backend import Compression, JsonlBackend
 from .fileops import FileOps
@@ -54,10 +54,7 @@ class Config(PersistenceConfig):
     def _absolute_root(cls, root: str | None) -> str | None:
         if root is None:
             return None
-        expanded = os.path.expanduser(root)
-        if not os.path.isabs(expanded):
-            raise ValueError(f"root must be an absolute path (or start with ~), got {root!r}")
-        return expanded
+        return absolute_path(root, "root")
 
     def backend(self) -> JsonlBackend:
         """A backend for this configuration."""

@@ -35,12 +35,22 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
+from plugins.session_persistence.backend import (
+    JsonObject,
+    Location,
+    Owner,
+    SetAside,
+    Snapshot,
+    StoredLog,
+)
+from plugins.session_persistence.base import BackendBase
 from plugins.session_persistence.errors import (
+    SessionExistsError,
     SessionLockedError,
     SessionPersistenceError,
     StaleWriterError,
 )
+from plugins.session_persistence.liveness import holder_gone
 
 from .connection import (
     DatabaseError,
@@ -51,7 +61,7 @@ from .connection import (
     require_asyncio,
     scrub,
 )
-from .rows import EventColumns, TornMarker, encode_events, header_values, meta_of, scan_rows
+from .rows import EventColumns, encode_events, header_values, meta_of, scan_rows
 from .schema import Statements, ensure_schema
 
 __all__ = ["PostgresBackend"]
@@ -66,24 +76,11 @@ _Body = Callable[[Connection, tuple[int, int] | None], Awaitable[int]]
 DEAD_HOLDER_GRACE_S: Final = 2.0
 
 
-def _dead(pid: object) -> bool:
-    """Whether `pid` names no live process on this host."""
-    if type(pid) is not int or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
 class _LockLost(Exception):
     """This instance held a session's lock, but its lock connection no longer does."""
 
 
-class PostgresBackend:
+class PostgresBackend(BackendBase):
     """Session logs in PostgreSQL schema `schema` (created if absent) reached through `dsn`.
 
     `dsn` None reads `$DSH_POSTGRES_DSN`; empty lets libpq use its environment (`PGHOST`, ...).
@@ -208,12 +205,6 @@ class PostgresBackend:
         """None: a database row has no raw log path."""
         return None
 
-    async def read_raw(self, session_id: str) -> bytes:
-        """Refused: rows are not a raw artifact."""
-        raise SessionPersistenceError(
-            "this session persistence backend does not expose raw artifacts"
-        )
-
     def _revision(self, incarnation: object, revision: object) -> str:
         return f"postgres:{self._store_id}:{incarnation}:{revision}"
 
@@ -231,11 +222,10 @@ class PostgresBackend:
         meta = meta_of(session[:-3])
         incarnation, revision, next_seq = session[-3:]
         events: list[JsonObject] = []
-        marker: TornMarker | None = None
         if meta["version"] == 0:
-            events, marker = scan_rows(rows, next_seq, revision)
+            events = scan_rows(rows, next_seq)
         self._seen[session_id] = next_seq
-        return StoredLog(meta, events, self._revision(incarnation, revision), marker)
+        return StoredLog(meta, events, self._revision(incarnation, revision))
 
     async def read_stored_revision(self, session_id: str) -> str | None:
         """`postgres:<store id>:<incarnation>:<revision>`, None when not stored."""
@@ -243,10 +233,6 @@ class PostgresBackend:
             cursor = await conn.execute(self._sql.read_revision, (session_id,))
             row = await cursor.fetchone()
         return None if row is None else self._revision(*row)
-
-    async def list(self) -> builtins.list[JsonObject]:
-        """Headers of every stored session, by `(createdAt, id)`."""
-        return [snapshot.header for snapshot in await self.list_snapshots()]
 
     async def list_snapshots(self) -> builtins.list[Snapshot]:
         """Headers with revisions, by `(createdAt, id)`."""
@@ -273,7 +259,7 @@ class PostgresBackend:
                     {**header, "incarnation": uuid.uuid4(), "next_seq": len(columns.seqs)},
                 )
                 if await cursor.fetchone() is None:
-                    raise SessionPersistenceError(
+                    raise SessionExistsError(
                         f'session "{session_id}" already has a persisted log in PostgreSQL '
                         f'schema "{self.schema}" (another writer created it first)'
                     )
@@ -288,7 +274,6 @@ class PostgresBackend:
         autocommit statement, one round trip; a refused check writes nothing and is diagnosed
         from the row the statement returns."""
         start, end = columns.seqs[0], columns.seqs[0] + len(columns.seqs)
-        self._check_contiguous(session_id, columns, start)
         seen = self._seen.get(session_id)
         arrays = columns.arrays()
         for attempt in range(2):
@@ -325,35 +310,24 @@ class PostgresBackend:
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
-    ) -> None:
-        """One transaction: delete the rows from the marker on, insert `closers`."""
-        if marker is not None and not isinstance(marker, TornMarker):
-            raise TypeError(f"not a PostgreSQL torn-tail marker: {marker!r}")
-        if marker is None and not closers:
-            return
+    ) -> SetAside | None:
+        """One transaction inserting `closers` (rows never tear, so there is no tail to cut)."""
+        if marker is not None:
+            raise TypeError(f"PostgreSQL logs have no torn tail to cut: {marker!r}")
+        if not closers:
+            return None
         session_id: str = meta["id"]
         columns = encode_events(session_id, closers)
 
         async def repair(conn: Connection, state: tuple[int, int] | None) -> int:
             assert state is not None
-            next_seq, revision = state
-            if marker is None:
-                if next_seq != self._seen.get(session_id):
-                    raise StaleWriterError(session_id)
-                return await self._insert(conn, session_id, columns, next_seq)
-            if (next_seq, revision) != (marker.next_seq, marker.revision):
+            next_seq, _ = state
+            if next_seq != self._seen.get(session_id):
                 raise StaleWriterError(session_id)
-            await conn.execute(self._sql.truncate, (session_id, marker.seq))
-            return await self._insert(conn, session_id, columns, marker.seq)
+            return await self._insert(conn, session_id, columns, next_seq)
 
         await self._transaction(session_id, repair, first=False)
-
-    @staticmethod
-    def _check_contiguous(session_id: str, columns: EventColumns, start: int) -> None:
-        if columns.seqs != builtins.list(range(start, start + len(columns.seqs))):
-            raise SessionPersistenceError(
-                f"session {session_id} batch seqs must run from {start} without gaps"
-            )
+        return None
 
     async def _insert(
         self,
@@ -364,9 +338,8 @@ class PostgresBackend:
         *,
         advance: bool = True,
     ) -> int:
-        """Insert the rows (numbered from `start`) and advance the session row; the new
-        `next_seq`."""
-        self._check_contiguous(session_id, columns, start)
+        """Insert the rows (numbered from `start`: the coordinator checked the batch continues
+        the log) and advance the session row; the new `next_seq`."""
         end = start + len(columns.seqs)
         if columns.seqs:
             await conn.execute(self._sql.insert_events, {"id": session_id, **columns.arrays()})
@@ -468,7 +441,7 @@ class PostgresBackend:
             if granted:
                 self._held[session_id] = self._generation
                 return
-            if holder_host != host or not _dead(holder_pid) or anyio.current_time() > deadline:
+            if not holder_gone(holder_pid, holder_host) or anyio.current_time() > deadline:
                 raise SessionLockedError(session_id, holder_pid, holder_host)
             await anyio.sleep(0.01)
 
@@ -497,6 +470,17 @@ class PostgresBackend:
             except BaseException:
                 self._held[session_id] = -1
                 raise
+
+    async def owner(self, session_id: str) -> Owner | None:
+        """The recorded owner of `session_id` while some connection holds its advisory lock,
+        unless this instance holds it."""
+        if session_id in self._held:
+            return None
+        params = {"id": session_id, **self._lock_params(session_id)}
+        async with self._connection(f'reading the owner of session "{session_id}"') as conn:
+            cursor = await conn.execute(self._sql.owner, params)
+            row = await cursor.fetchone()
+        return None if row is None else Owner(row[0], row[1])
 
     async def release_writer(self, session_id: str) -> None:
         """Unlock and forget the owner row (no-op when not held; a lock whose connection

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from plugins.session_persistence.errors import SessionPersistenceError
+from plugins.session_persistence.home import dsh_home
 
 __all__ = [
     "APPLICATION_ID",
@@ -78,12 +79,9 @@ _SCHEMA: Final = (
 
 
 def default_path() -> Path:
-    """`$DSH_HOME/sessions.sqlite3`, with `DSH_HOME` defaulting to `~/.dsh` (never the cwd)."""
-    home = os.environ.get("DSH_HOME") or ""
-    base = Path(home).expanduser() if home else Path.home() / ".dsh"
-    if not base.is_absolute():
-        raise ValueError(f"DSH_HOME must be an absolute path, got {home!r}")
-    return base / "sessions.sqlite3"
+    """`$DSH_HOME/sessions.sqlite3` (`DSH_HOME` as `plugins.session_persistence.home` resolves
+    it)."""
+    return dsh_home() / "sessions.sqlite3"
 
 
 def _error(path: Path, what: str) -> SessionPersistenceError:

@@ -2,7 +2,8 @@
 
 A holder's row carries a random token, its pid and host, and a heartbeat (wall-clock ms) that a
 `Heartbeat` thread refreshes every 10 s while any lock is held. Another writer takes the row over
-only when the holder is gone: its pid is dead on this host, or its heartbeat is over 30 s old.
+only when the holder is gone (`plugins.session_persistence.liveness`: a dead or zombie pid on
+this host) or its heartbeat is over 30 s old.
 All functions here run inside the caller's transaction on the backend's connection.
 """
 
@@ -10,14 +11,15 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from typing import Final
 
+from plugins.session_persistence.backend import Owner
 from plugins.session_persistence.errors import SessionLockedError
+from plugins.session_persistence.liveness import HOST, holder_gone
 
 __all__ = [
     "HEARTBEAT_S",
@@ -25,15 +27,14 @@ __all__ = [
     "STALE_MS",
     "Heartbeat",
     "check_lock",
+    "live_holder",
     "now_ms",
-    "pid_alive",
 ]
 
 #: How often a holder refreshes its heartbeat.
 HEARTBEAT_S: Final = 10.0
 #: A heartbeat older than this frees the lock.
 STALE_MS: Final = 30_000
-HOST: Final = socket.gethostname()
 
 _log = logging.getLogger(__name__)
 
@@ -43,28 +44,18 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists on this host and is not a zombie."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            state = file.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in (b"Z", b"X")
-
-
 def _stealable(pid: int, host: str, heartbeat_at: int, stale_ms: int) -> bool:
-    if host == HOST and not pid_alive(pid):
-        return True
-    return now_ms() - heartbeat_at > stale_ms
+    return holder_gone(pid, host) or now_ms() - heartbeat_at > stale_ms
+
+
+def live_holder(connection: sqlite3.Connection, session_id: str, stale_ms: int) -> Owner | None:
+    """The recorded holder of `session_id`'s lock while it may not be taken over, else None."""
+    row = connection.execute(
+        "SELECT pid, host, heartbeat_at FROM session_locks WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    if row is None or _stealable(row[0], row[1], row[2], stale_ms):
+        return None
+    return Owner(row[0], row[1])
 
 
 def check_lock(

@@ -4,10 +4,10 @@ the coordinator behind it (the real backends plug in from their own test package
 from __future__ import annotations
 
 import pytest
-from persistence_memory_backend import MemoryBackend, MemoryStorage
 
 from plugins.session_persistence import PersistenceBackend
-from plugins.session_persistence.testing import BackendContract, BackendHarness
+from plugins.session_persistence.testing.contract import BackendContract, BackendHarness
+from plugins.session_persistence.testing.memory import MemoryBackend, MemoryStorage
 
 
 class MemoryHarness(BackendHarness):

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from persistence_memory_backend import MemoryBackend, MemoryStorage
 
 import plugins.session as session_plugin
 from framework import Context
@@ -37,6 +36,7 @@ from plugins.session_persistence.testing import (
     running,
     texts,
 )
+from plugins.session_persistence.testing.memory import MemoryBackend, MemoryStorage
 from plugins.session_persistence_jsonl import JsonlBackend
 
 pytestmark = pytest.mark.anyio

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from persistence_memory_backend import MemoryBackend, MemoryStorage
 
 from plugins.session_persistence import SessionPersistenceCorruptionError
 from plugins.session_persistence.testing import complete_turn, meta, running
+from plugins.session_persistence.testing.memory import MemoryBackend, MemoryStorage
 
 pytestmark = pytest.mark.anyio
 

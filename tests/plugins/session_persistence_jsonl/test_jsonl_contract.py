@@ -9,7 +9,7 @@ import pytest
 import zstandard
 
 from plugins.session.jsonutil import dumps, loads
-from plugins.session_persistence.testing import BackendContract, BackendHarness
+from plugins.session_persistence.testing.contract import BackendContract, BackendHarness
 from plugins.session_persistence_jsonl import JsonlBackend
 from plugins.session_persistence_jsonl.frames import scan
 

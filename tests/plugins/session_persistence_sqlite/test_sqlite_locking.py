@@ -15,7 +15,8 @@ import pytest
 from sqlite_helpers import backend, connect, meta, turn, write
 
 from plugins.session_persistence.errors import SessionLockedError
-from plugins.session_persistence_sqlite.locks import HOST, now_ms, pid_alive
+from plugins.session_persistence.liveness import HOST, pid_alive
+from plugins.session_persistence_sqlite.locks import now_ms
 
 pytestmark = pytest.mark.anyio
 
