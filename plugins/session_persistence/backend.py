@@ -104,6 +104,11 @@ class PersistenceBackend(Protocol):
         re-append what it recovered, then append `closers`; durable on return. Returns where the
         cut bytes were kept (None when nothing was cut)."""
 
+    async def delete_stored(self, session_id: str) -> bool:
+        """Remove everything stored for `session_id` (events, header, what repairs set aside);
+        False when nothing was stored. Runs under the writer lock the coordinator took, so a
+        session another process holds is refused with `SessionLockedError` before this."""
+
     async def list(self) -> list[JsonObject]:
         """Headers of every materialized session."""
 

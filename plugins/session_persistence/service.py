@@ -120,6 +120,12 @@ class SessionPersistenceService(Service):
         """The stored events from `from_seq` on (`[]` past the end)."""
         return await self._coordinator.read_from(session_id, from_seq)
 
+    async def delete(self, session_id: str) -> None:
+        """Remove a stored session (events, header, bytes repairs set aside). Refused while it
+        is live here, `SessionLockedError` while another process runs it, `SessionNotFoundError`
+        when nothing is stored."""
+        await self._coordinator.delete(session_id)
+
     async def list(self) -> list[JsonObject]:
         """Headers of the materialized sessions, ordered by `(createdAt, id)`."""
         return await self._coordinator.headers()

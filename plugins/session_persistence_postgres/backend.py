@@ -329,6 +329,19 @@ class PostgresBackend(BackendBase):
         await self._transaction(session_id, repair, first=False)
         return None
 
+    async def delete_stored(self, session_id: str) -> bool:
+        """Delete the session row (its events go with it) in one transaction under the lock."""
+        if await self.read_stored_revision(session_id) is None:
+            return False
+
+        async def delete(conn: Connection, state: tuple[int, int] | None) -> int:
+            await conn.execute(self._sql.delete_session, (session_id,))
+            return 0
+
+        await self._transaction(session_id, delete, first=False)
+        self._seen.pop(session_id, None)
+        return True
+
     async def _insert(
         self,
         conn: Connection,

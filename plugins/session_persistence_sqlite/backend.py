@@ -130,6 +130,10 @@ class SqliteBackend(BackendBase):
         """Headers with revisions, by `(createdAt, id)`."""
         return await self._run(self._list_snapshots)
 
+    async def delete_stored(self, session_id: str) -> bool:
+        """Delete the session row (its events go with it) in one transaction under the lock."""
+        return await self._run(self._delete_stored, session_id)
+
     async def acquire_writer(self, session_id: str) -> None:
         """Insert (or take over a dead holder's) lock row; re-entrant per instance."""
         if session_id not in self._tokens:
@@ -322,6 +326,18 @@ class SqliteBackend(BackendBase):
             return start + count
 
         self._seen[session_id] = self._transaction(connection, write)
+
+    def _delete_stored(self, connection: sqlite3.Connection, session_id: str) -> bool:
+        def write() -> bool:
+            check_schema(connection, self.path)
+            check_lock(
+                connection, session_id, self._tokens.get(session_id), stale_ms=self._stale_ms
+            )
+            cursor = connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            return cursor.rowcount > 0
+
+        self._seen.pop(session_id, None)
+        return self._transaction(connection, write)
 
     # ---- locks ---------------------------------------------------------------------------
 

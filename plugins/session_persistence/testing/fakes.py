@@ -97,6 +97,9 @@ class FaultInjector:
         await self._enter_write()
         return await self.inner.commit_repair(meta, marker, closers)
 
+    async def delete_stored(self, session_id: str) -> bool:
+        return await self.inner.delete_stored(session_id)
+
     async def list(self) -> builtins.list[JsonObject]:
         return await self.inner.list()
 
