@@ -928,7 +928,9 @@ class BackendContract:
             await first.sessions.flush(session)
             with pytest.raises(SessionPersistenceError) as here:
                 await first.service.delete("live")
-            assert str(here.value) == 'cannot delete session "live" while it is live in this process'
+            assert str(here.value) == (
+                'cannot delete session "live" while it is live in this process'
+            )
             before = await second.backend.read_stored_revision("live")
             with pytest.raises(SessionLockedError):
                 await second.service.delete("live")
