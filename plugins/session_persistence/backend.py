@@ -126,5 +126,10 @@ class PersistenceBackend(Protocol):
         """The live writer holding `session_id`'s lock in another process or instance, or None
         when the lock is free (or held by this instance); reads only, takes nothing."""
 
+    async def lock_record(self, session_id: str) -> Owner | None:
+        """The holder the lock storage records for `session_id`, whether or not it still holds
+        the lock (a crashed writer's record stays until the next writer replaces it); None when
+        nothing is recorded or the engine's lock cannot outlive its holder."""
+
     async def aclose(self) -> None:
         """Release every lock and resource."""

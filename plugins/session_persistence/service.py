@@ -144,6 +144,16 @@ class SessionPersistenceService(Service):
         when no other writer holds it; reads only."""
         return await self._coordinator.owner(session_id)
 
+    async def stale_lock(self, session_id: str) -> Owner | None:
+        """The holder a lock record names although nobody holds the lock any more (a writer
+        that died), or None; the next writer takes such a lock over. Reads only."""
+        if self._coordinator.locks.holds(session_id):
+            return None
+        record = await self.backend.lock_record(session_id)
+        if record is None or await self.owner(session_id) is not None:
+            return None
+        return record
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:

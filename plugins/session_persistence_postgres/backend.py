@@ -495,6 +495,13 @@ class PostgresBackend(BackendBase):
             row = await cursor.fetchone()
         return None if row is None else Owner(row[0], row[1])
 
+    async def lock_record(self, session_id: str) -> Owner | None:
+        """The owner row (a crashed writer's row stays: the server freed only its lock)."""
+        async with self._connection(f'reading the owner of session "{session_id}"') as conn:
+            cursor = await conn.execute(self._sql.owner_record, (session_id,))
+            row = await cursor.fetchone()
+        return None if row is None else Owner(row[0], row[1])
+
     async def release_writer(self, session_id: str) -> None:
         """Unlock and forget the owner row (no-op when not held; a lock whose connection
         dropped is already free)."""

@@ -41,7 +41,15 @@ from plugins.session_persistence.errors import (
 from plugins.session_persistence.header import header_columns, meta_of_columns
 
 from .database import JournalMode, check_schema, open_database
-from .locks import HEARTBEAT_S, STALE_MS, Heartbeat, check_lock, live_holder, now_ms
+from .locks import (
+    HEARTBEAT_S,
+    STALE_MS,
+    Heartbeat,
+    check_lock,
+    live_holder,
+    now_ms,
+    recorded_holder,
+)
 from .rows import Row, encode_rows, scan
 
 __all__ = ["SqliteBackend"]
@@ -145,6 +153,10 @@ class SqliteBackend(BackendBase):
         if session_id in self._tokens:
             return None
         return await self._run(live_holder, session_id, self._stale_ms)
+
+    async def lock_record(self, session_id: str) -> Owner | None:
+        """The holder the lock row records (a crashed writer's row stays until taken over)."""
+        return await self._run(recorded_holder, session_id)
 
     async def release_writer(self, session_id: str) -> None:
         """Delete this instance's lock row (no-op when not held)."""
