@@ -115,16 +115,25 @@ async def _open(ctx: Context, options: RunOptions) -> tuple[AgentHandle, bool, R
 async def _cancel_on_sigint(
     agent: Agent, turn: Turn, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
 ) -> None:
-    """First Ctrl-C: cancel the turn (`{"kind":"user"}`); a second one exits at once."""
+    """First Ctrl-C: cancel the turn (`{"kind":"user"}`; a running tool body gets its grace);
+    a second one cuts running tool bodies short at once; a third exits at once."""
     with anyio.open_signal_receiver(signal.SIGINT) as signals:
         task_status.started()
+        presses = 0
         async for _ in signals:
-            if turn.interrupted:
+            presses += 1
+            if presses == 1:
+                turn.interrupted = True
+                turn.view.notice(
+                    "interrupted: cancelling the turn (Ctrl-C again to stop tools now)"
+                )
+                agent.cancel(USER)
+            elif presses == 2:
+                turn.view.notice("stopping running tools now (Ctrl-C again to quit at once)")
+                agent.service.tools.skip_grace(agent)
+            else:
                 turn.view.close()
                 os._exit(INTERRUPTED)
-            turn.interrupted = True
-            turn.view.notice("interrupted: cancelling the turn (Ctrl-C again to quit at once)")
-            agent.cancel(USER)
 
 
 async def run(options: RunOptions, view: RunView) -> int:

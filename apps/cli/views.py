@@ -147,6 +147,16 @@ class HumanView:
             self._spin(f"running {data['name']}…")
         elif kind == "tool/result":
             self._tool_result(event)
+        elif kind == "llm/retry":
+            failure = data["failure"]
+            self._line(
+                Text(
+                    f"retry {data['retry']} in {data['delayMs']} ms: "
+                    f"{failure.get('message')} ({failure.get('code')})",
+                    style="yellow",
+                )
+            )
+            self._spin("waiting to retry…")
         elif kind == "turn/end":
             self._still()
             self._end_line()

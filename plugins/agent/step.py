@@ -13,7 +13,7 @@ from plugins.llm import BlockAssembler, LlmError, StreamChunk
 from .hooks import RequestFailed, Retry
 from .messages import assistant_message
 from .request import build_request
-from .tool_calls import run_tool_calls
+from .tool_calls import refuse_repeated_call_ids, run_tool_calls
 
 if TYPE_CHECKING:
     from framework import AbortSignal
@@ -31,6 +31,7 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
         options = request.options
         assembler = BlockAssembler()
         seqs: list[int] = []
+        replay_state: Any = None
         try:
             with abort_scope(signal):
                 stream = request.stream()
@@ -41,6 +42,8 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
                         )
                         seqs.append(event["seq"])
                         assembler.add(chunk)
+                        if chunk.get("type") == "finish":
+                            replay_state = chunk.get("replayState")
                 finally:
                     await _close(stream)
             signal.throw_if_aborted()
@@ -68,19 +71,21 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
             if isinstance(decision, Retry):
                 continue
             raise LlmError(finish["failure"])
-        message = assistant_message(
-            response.blocks, options.provider, options.model, finish.get("replayState")
-        )
+        calls = [block for block in response.blocks if block.get("type") == "tool-call"]
+        refuse_repeated_call_ids(agent, calls)
+        # Read before the message is logged: a store that cannot name itself fails the step
+        # with no call left unanswered in the transcript.
+        store = await agent.service.sessions.identity() if calls else ""
+        message = assistant_message(response.blocks, options.provider, options.model, replay_state)
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
         if response.usage is not None:
             data["usage"] = response.usage
         session.append("assistant/message", data, surface_op="append", source_event_seqs=seqs)
         if finish["kind"] == "max-tokens":
             return "max-tokens"
-        calls = [block for block in response.blocks if block.get("type") == "tool-call"]
         if not calls:
             return "completed"
-        concluded = await run_tool_calls(agent, turn, step, calls, signal)
+        concluded = await run_tool_calls(agent, turn, step, calls, signal, store)
         return "completed" if concluded else "continue"
 
 

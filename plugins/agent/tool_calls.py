@@ -9,13 +9,20 @@ starts; started calls drain and commit; unstarted ones get a synthetic call/resu
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from plugins.llm import LlmError
 from plugins.session.jsonutil import loads
-from plugins.tools import ToolExecutionInput, ToolExecutionResult, aborted_before_dispatch_result
+from plugins.tools import (
+    ToolExecutionInput,
+    ToolExecutionResult,
+    aborted_before_dispatch_result,
+    idempotency_key,
+)
 
 from .messages import tool_result_message
 
@@ -40,6 +47,49 @@ class _Call:
         self.settled = anyio.Event()
 
 
+DUPLICATE_TOOL_CALL_ID = "DUPLICATE_TOOL_CALL_ID"
+
+
+class _CallIds:
+    """The tool call ids of a session's assistant messages, read incrementally from its log."""
+
+    __slots__ = ("ids", "scanned")
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.scanned = 0
+
+    def update(self, events: Sequence[Mapping[str, Any]]) -> set[str]:
+        for event in events[self.scanned :]:
+            if event["type"] == "assistant/message":
+                for block in event["data"]["message"]["content"]:
+                    if block.get("type") == "tool-call":
+                        self.ids.add(block["id"])
+        self.scanned = len(events)
+        return self.ids
+
+
+_call_ids: weakref.WeakKeyDictionary[Agent, _CallIds] = weakref.WeakKeyDictionary()
+
+
+def refuse_repeated_call_ids(agent: Agent, blocks: Sequence[Mapping[str, Any]]) -> None:
+    """Raise `LlmError` `DUPLICATE_TOOL_CALL_ID` if a tool call of this response reuses an id
+    of the session (or of the response itself): such a transcript is invalid for providers, and
+    the call's idempotency key would name an earlier call (docs/tools-and-cancellation.md)."""
+    known = _call_ids.setdefault(agent, _CallIds()).update(agent.session.events)
+    fresh: set[str] = set()
+    for block in blocks:
+        call_id = block["id"]
+        if call_id in known or call_id in fresh:
+            where = "this session" if call_id in known else "this response"
+            raise LlmError(
+                f'the model reused tool call id "{call_id}", already used in {where}; '
+                "the response was refused and its tool calls were not run",
+                DUPLICATE_TOOL_CALL_ID,
+            )
+        fresh.add(call_id)
+
+
 def parse_arguments(raw: Any) -> Any:
     """`""` → `{}`; valid JSON → its value; anything else stays the raw string."""
     if not isinstance(raw, str):
@@ -58,8 +108,12 @@ async def run_tool_calls(
     step: int,
     blocks: Sequence[Mapping[str, Any]],
     signal: AbortSignal,
+    store: str,
 ) -> bool:
-    """Run and commit every call; True if a result concludes the turn. Raises if aborted."""
+    """Run and commit every call; True if a result concludes the turn. Raises if aborted.
+
+    `store` is the session store's identity: each call's idempotency key derives from it, the
+    session id and the call id."""
     tools = agent.service.tools
     calls = [_Call(block) for block in blocks]
     concluded = False
@@ -73,7 +127,7 @@ async def run_tool_calls(
                     break
                 group.append(nxt)
         limit = agent.service.config.max_parallel_tool_calls if len(group) > 1 else 1
-        concluded = await _run_group(agent, turn, step, group, limit, signal) or concluded
+        concluded = await _run_group(agent, turn, step, group, limit, signal, store) or concluded
         index += len(group)
     signal.throw_if_aborted()
     return concluded
@@ -86,6 +140,7 @@ async def _run_group(
     group: list[_Call],
     limit: int,
     signal: AbortSignal,
+    store: str,
 ) -> bool:
     scheduler = agent.service.tools.scheduler
     slots = anyio.Semaphore(limit)
@@ -107,13 +162,15 @@ async def _run_group(
                     unstarted.settled.set()
                 return
             call_seq = _append_call(agent, turn, step, call)
+            call_id = call.block["id"]
             prepared = await scheduler.prepare(
                 ToolExecutionInput(
-                    call_id=call.block["id"],
+                    call_id=call_id,
                     name=call.block["name"],
                     arguments=call.arguments,
                     signal=signal,
                     agent=agent,
+                    idempotency_key=idempotency_key(store, agent.id, call_id),
                 )
             )
             call.started = (call_seq, prepared)

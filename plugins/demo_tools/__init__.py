@@ -1,5 +1,6 @@
 """Demo tools (`dsh-demo-tools`, spec 03 §8): `read_file`, `list_files`, `write_file` confined to
-a workspace folder, and `append_ledger` / `find_ledger_entry` over an idempotent JSONL ledger.
+a workspace folder, `append_ledger` / `find_ledger_entry` over an idempotent JSONL ledger, and
+the slow `sleep_then_write`.
 
 Config: `workspace` (default: the current directory), `ledger_path` (default
 `$DSH_HOME/ledger.jsonl`, `DSH_HOME` defaulting to `~/.dsh`), `max_read_bytes` (65536).
@@ -13,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .ledger import Ledger
+from .slow import slow_tool
 from .tools import build_tools
 from .workspace import NotFoundError, PathOutsideWorkspaceError, Workspace
 
@@ -52,5 +54,5 @@ def apply(ctx: Any, config: Config) -> None:
     """Register the five tools (owned by this plugin)."""
     workspace = Workspace(os.path.expanduser(config.workspace or os.getcwd()))
     ledger = Ledger(os.path.expanduser(config.ledger_path or default_ledger_path()))
-    for tool in build_tools(workspace, ledger, config.max_read_bytes):
+    for tool in [*build_tools(workspace, ledger, config.max_read_bytes), slow_tool(workspace)]:
         ctx.tools.register(tool)

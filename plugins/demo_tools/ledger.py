@@ -1,8 +1,10 @@
-"""An append-only JSONL ledger keyed by idempotency key (blocking I/O; run in worker threads).
+"""An append-only JSONL ledger keyed by idempotency key, and its two tools.
 
 Each line is `{"key", "entry", "at"}` (`at` = epoch milliseconds). Appends take a process-local
 lock and an exclusive `flock` on the file, so duplicate keys are refused across threads and
-processes; every append is fsynced before it is reported.
+processes; every append is fsynced before it is reported. The file I/O blocks: the tools run it
+in worker threads. `append_ledger` keys on `exec.idempotency_key`, the same for one durable call
+across crash, repair and resume and different for any other call of any session or store.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
+import anyio.to_thread
+
 from plugins.session.jsonutil import dumps, loads
+from plugins.tools import Tool, ToolExecution, idempotency_key
 
 try:
     import fcntl
@@ -74,6 +79,56 @@ class Ledger:
                 return self._scan(file, key)
         except FileNotFoundError:
             return None
+
+
+def ledger_tools(ledger: Ledger) -> list[Tool]:
+    """`append_ledger {entry}` and `find_ledger_entry {key}` over `ledger`."""
+
+    async def append_ledger(args: dict[str, Any], exec: ToolExecution) -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(ledger.append, exec.idempotency_key, args["entry"])
+
+    async def find_ledger_entry(args: dict[str, Any], exec: ToolExecution) -> Any:
+        key = args["key"]
+        record = await anyio.to_thread.run_sync(ledger.find, key)
+        if record is None and exec.agent is not None:
+            # Not a key: maybe the id of a call of this session; look up that call's key.
+            sessions = exec.agent.ctx.get("sessions")
+            if sessions is not None:
+                derived = idempotency_key(await sessions.identity(), exec.agent.session.id, key)
+                record = await anyio.to_thread.run_sync(ledger.find, derived)
+        return record
+
+    return [
+        Tool(
+            name="append_ledger",
+            description=(
+                "Append an entry to the ledger exactly once per tool call: the call's "
+                "idempotency key (stable across a crash and resume, unique across sessions) is "
+                'the ledger key, so a repeated call reports {"status": "duplicate"}.'
+            ),
+            parameters=_object({"entry": {"description": "Any JSON value to record."}}, ["entry"]),
+            execute=append_ledger,
+        ),
+        Tool(
+            name="find_ledger_entry",
+            description=(
+                "Look up a ledger record by the key an append_ledger result reported, or by the "
+                "tool call id of an append_ledger call of this session (e.g. one whose outcome "
+                "is unknown after a crash); null if absent."
+            ),
+            parameters=_object({"key": {"type": "string"}}, ["key"]),
+            execute=find_ledger_entry,
+        ),
+    ]
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
 
 
 def _owner_only(path: str, flags: int) -> int:

@@ -8,7 +8,7 @@ import anyio.to_thread
 
 from plugins.tools import Tool, ToolExecution
 
-from .ledger import Ledger
+from .ledger import Ledger, ledger_tools
 from .workspace import Workspace
 
 
@@ -37,12 +37,6 @@ def build_tools(workspace: Workspace, ledger: Ledger, max_read_bytes: int) -> li
         size = await anyio.to_thread.run_sync(workspace.write, args["path"], args["content"])
         return {"path": args["path"], "bytes": size}
 
-    async def append_ledger(args: dict[str, Any], exec: ToolExecution) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(ledger.append, exec.call_id, args["entry"])
-
-    async def find_ledger_entry(args: dict[str, Any], exec: ToolExecution) -> Any:
-        return await anyio.to_thread.run_sync(ledger.find, args["key"])
-
     return [
         Tool(
             name="read_file",
@@ -66,22 +60,5 @@ def build_tools(workspace: Workspace, ledger: Ledger, max_read_bytes: int) -> li
             parameters=_object({"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
             execute=write_file,
         ),
-        Tool(
-            name="append_ledger",
-            description=(
-                "Append an entry to the ledger exactly once per tool call: the call id is the "
-                'idempotency key, so a repeated call reports {"status": "duplicate"}.'
-            ),
-            parameters=_object({"entry": {"description": "Any JSON value to record."}}, ["entry"]),
-            execute=append_ledger,
-        ),
-        Tool(
-            name="find_ledger_entry",
-            description=(
-                "Look up a ledger record by key (a tool call id), e.g. to check whether an "
-                "interrupted append_ledger call took effect; null if absent."
-            ),
-            parameters=_object({"key": {"type": "string"}}, ["key"]),
-            execute=find_ledger_entry,
-        ),
+        *ledger_tools(ledger),
     ]

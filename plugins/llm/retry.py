@@ -1,4 +1,4 @@
-"""The per-route retry policy an `agent/request-error` executor consults (spec 03 §2.5)."""
+"""The per-route retry policy an `agent/request-error` executor consults (docs/retries.md)."""
 
 from __future__ import annotations
 
@@ -33,3 +33,17 @@ class RetryPolicy:
             )
         if not 0 <= self.jitter_ratio <= 1:
             raise ValueError("retry policy jitter_ratio must be within [0, 1]")
+
+    def allows(self, code: str, retry: int) -> bool:
+        """Whether a failure with `code` may be retried for the `retry`-th time (1-based)."""
+        if code not in self.retryable_codes:
+            return False
+        return self.mode == "always" or retry <= self.max_retries
+
+    def backoff_ms(self, retry: int, rand: float) -> int:
+        """The wait before the `retry`-th retry: exponential from `initial_delay_ms`, capped at
+        `max_delay_ms`, scaled by a jitter factor in `[1 - jitter_ratio, 1 + jitter_ratio]`
+        chosen by `rand` in `[0, 1)` (the cap also bounds the jittered value)."""
+        exponential: int = min(self.initial_delay_ms * 2 ** min(retry - 1, 64), self.max_delay_ms)
+        jitter = 1 - self.jitter_ratio + 2 * self.jitter_ratio * rand
+        return round(min(exponential * jitter, self.max_delay_ms))

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from plugins.llm import RetryPolicy
 from plugins.llm_openai.adapter import OpenAIAdapter
+from plugins.llm_openai.secrets import LogScrubber
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -35,16 +36,29 @@ class Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: The provider name(s) routed to this adapter.
     provider: str | list[str] = "openai"
+    #: The API root; requests go to `<base_url>/chat/completions`.
     base_url: str = "https://api.openai.com/v1"
+    #: The environment variable holding the key, read and validated at each request (null: no
+    #: `Authorization` header).
     api_key_env: str | None = "OPENAI_API_KEY"
+    #: The model sent when a request names none.
     model: str | None = None
+    #: Seconds allowed for the connection and for each read.
     timeout_s: float = Field(default=60, gt=0)
+    #: The default `max_tokens` reported to the llm service.
     max_tokens: int | None = Field(default=None, gt=0)
+    #: The context window reported to the llm service.
     context_window: int | None = Field(default=None, gt=0)
+    #: Extra request headers.
     headers: dict[str, str] = Field(default_factory=dict)
+    #: The header carrying the request's idempotency key (null: none sent).
     idempotency_header: str | None = None
+    #: The route's retry policy (fields of `RetryPolicy`), applied by `dsh-llm-retry`; null: the
+    #: defaults (5 retries, 500 ms doubling to 10 s, jitter 0.1).
     retry_policy: RetryPolicy | None = None
+    #: Send earlier reasoning back as `reasoning_content` (DeepSeek's thinking mode needs it).
     echo_reasoning: bool = False
 
 
@@ -69,4 +83,12 @@ async def apply(ctx: Context, config: Config) -> Callable[[], Awaitable[None]]:
     except BaseException:
         await client.aclose()
         raise
-    return client.aclose
+    scrubber = None if config.api_key_env is None else LogScrubber(config.api_key_env)
+    detach = None if scrubber is None else scrubber.install()
+
+    async def close() -> None:
+        if detach is not None:
+            detach()
+        await client.aclose()
+
+    return close

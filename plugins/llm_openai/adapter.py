@@ -1,15 +1,15 @@
 """The OpenAI-compatible chat-completions adapter (spec 03 §4).
 
 One `httpx.AsyncClient`, no internal retries. The API key is read from the environment for each
-request and only ever placed in the `Authorization` header: it is not stored, logged, or put in a
-repr or failure (failure texts are also scrubbed of it). Sending the request and every read run in
-`abort_scope(options.signal)`; an abort becomes `LlmError` `ABORTED`.
+request, validated, and only ever placed in the `Authorization` header: it is not stored, logged,
+or put in a repr; every failure the adapter reports passes `secrets.scrubbed_failure`
+(docs/security.md). Sending the request and every read run in `abort_scope(options.signal)`; an
+abort becomes `LlmError` `ABORTED`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -22,6 +22,7 @@ from framework import AbortError, abort_scope
 from plugins.llm import GenerateOptions, LlmError, ModelInfo, RetryPolicy, StreamChunk
 from plugins.llm_openai.decode import ChatStreamDecoder
 from plugins.llm_openai.failures import http_error
+from plugins.llm_openai.secrets import ApiKey, scrubbed_failure
 from plugins.llm_openai.sse import SseDecoder
 from plugins.llm_openai.transcript import to_wire_messages
 
@@ -111,7 +112,7 @@ class OpenAIAdapter:
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         """One streamed request; failures raise `LlmError` (the llm service makes the finish)."""
-        key = self._api_key()
+        key = None if self._api_key_env is None else ApiKey.read(self._api_key_env)
         try:
             body = self.request_body(options)
             headers = self._request_headers(key, options)
@@ -149,21 +150,13 @@ class OpenAIAdapter:
                         raise LlmError(
                             "stream ended before [DONE]", "STREAM_CLOSED", request_id=_rid(response)
                         )
-        except LlmError as error:
-            raise _scrubbed(error, key) from None
+        except Exception as error:
+            raise scrubbed_failure(error, key) from None
 
-    def _api_key(self) -> str | None:
-        if self._api_key_env is None:
-            return None
-        key = os.environ.get(self._api_key_env)
-        if not key:
-            raise LlmError(f"environment variable {self._api_key_env} is not set", "AUTH")
-        return key
-
-    def _request_headers(self, key: str | None, options: GenerateOptions) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream", **self._headers}
+    def _request_headers(self, key: ApiKey | None, options: GenerateOptions) -> httpx.Headers:
+        headers = httpx.Headers({"Accept": "text/event-stream", **self._headers})
         if key is not None:
-            headers["Authorization"] = f"Bearer {key}"
+            headers.update({b"Authorization": key.authorization()})
         if self._idempotency_header and options.idempotency_key:
             headers[self._idempotency_header] = options.idempotency_key
         return headers
@@ -209,11 +202,3 @@ def _parse(data: str) -> Any:
 
 def _rid(response: httpx.Response) -> str | None:
     return response.headers.get("x-request-id") or None
-
-
-def _scrubbed(error: LlmError, key: str | None) -> LlmError:
-    if not key or key not in error.failure["message"]:
-        return error
-    failure: dict[str, object] = dict(error.failure)
-    failure["message"] = error.failure["message"].replace(key, "***")
-    return LlmError(failure)

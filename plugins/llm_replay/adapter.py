@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING
+import hashlib
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -18,10 +20,14 @@ if TYPE_CHECKING:
 class ReplayAdapter:
     """Any model of its providers is served from the same script.
 
-    A session's cursor (in memory, from 0 per process) advances when its stream is first
-    iterated, so a vetoed or never-iterated request consumes nothing. Before each chunk the adapter
-    sleeps `delay_ms` (abortable) and then raises `LlmError("replay aborted", "ABORTED")` if the
-    request's signal has aborted. A scripted `error` arrives like a chunk (same delay and check).
+    A session's cursor (in memory) advances when its stream is first iterated, so a vetoed or
+    never-iterated request consumes nothing. A session first seen by this process continues where
+    its transcript is: each served response's finish carries `replayState {"script", "next"}`
+    (kept in the assistant message's source), and the cursor starts at the `next` of the last
+    message this same script produced, else at 0 (docs/tools-and-cancellation.md). Before each
+    chunk the adapter sleeps `delay_ms` (abortable) and then raises `LlmError("replay aborted",
+    "ABORTED")` if the request's signal has aborted. A scripted `error` arrives like a chunk
+    (same delay and check).
     """
 
     def __init__(
@@ -37,6 +43,8 @@ class ReplayAdapter:
         self._chunk_size = chunk_size
         self._delay_s = delay_ms / 1000
         self._cursors: dict[str | None, int] = {}
+        #: Names this script in `replayState`, so a resumed session continues only its own script.
+        self.script_id = script_id(self._responses)
 
     def __repr__(self) -> str:
         return f"ReplayAdapter(responses={len(self._responses)})"
@@ -49,7 +57,9 @@ class ReplayAdapter:
 
     async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
         """Serve the session's next scripted response."""
-        request = self._cursors.get(options.session_id, 0)
+        request = self._cursors.get(options.session_id)
+        if request is None:
+            request = resumed_cursor(options.messages, self.script_id)
         self._cursors[options.session_id] = request + 1
         if request >= len(self._responses):
             raise LlmError(
@@ -61,7 +71,8 @@ class ReplayAdapter:
         if response.error is not None:
             await self._before_chunk(options.signal)
             raise LlmError(response.error.message, response.error.code)
-        for chunk in response_chunks(response, options.messages, self._chunk_size):
+        state = {"script": self.script_id, "next": request + 1}
+        for chunk in response_chunks(response, options.messages, self._chunk_size, state):
             await self._before_chunk(options.signal)
             yield chunk
 
@@ -74,3 +85,24 @@ class ReplayAdapter:
                     await signal.wait()
         if signal is not None and signal.aborted:
             raise LlmError("replay aborted", "ABORTED")
+
+
+def script_id(responses: Sequence[ReplayResponse]) -> str:
+    """A short digest of the script's items (the same script gives the same id in any process)."""
+    items = [response.model_dump(mode="json", exclude_none=True) for response in responses]
+    text = json.dumps(items, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def resumed_cursor(messages: Sequence[Mapping[str, Any]], script: str) -> int:
+    """Where `script` left off in a transcript: the `next` of its latest response, else 0."""
+    for message in reversed(messages):
+        source = message.get("source")
+        if message.get("role") != "assistant" or not isinstance(source, Mapping):
+            continue
+        state = source.get("replayState")
+        if isinstance(state, Mapping) and state.get("script") == script:
+            cursor = state.get("next")
+            if type(cursor) is int and cursor >= 0:
+                return cursor
+    return 0

@@ -29,9 +29,13 @@ def input_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
 
 
 def response_chunks(
-    response: ReplayResponse, messages: Sequence[Mapping[str, Any]], chunk_size: int
+    response: ReplayResponse,
+    messages: Sequence[Mapping[str, Any]],
+    chunk_size: int,
+    replay_state: Any = None,
 ) -> Iterator[StreamChunk]:
-    """Yield the chunks of a text/tool-call response (error responses are not chunked)."""
+    """Yield the chunks of a text/tool-call response (error responses are not chunked); the
+    finish carries `replay_state` when given."""
     index = 0
     emitted = 0
     if response.reasoning:
@@ -56,7 +60,7 @@ def response_chunks(
     yield chunks.usage(
         {"inputTokens": input_tokens(messages), "outputTokens": math.ceil(emitted / 4)}
     )
-    yield chunks.finish(chunks.stop_reason("tool-calls" if calls else "stop"))
+    yield chunks.finish(chunks.stop_reason("tool-calls" if calls else "stop"), replay_state)
 
 
 def _text_chunks(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,8 @@ class SessionStore(Service):
         self.clock = clock
         self._live: dict[str, _Entry] = {}
         self._counter = itertools.count(1)
+        #: This store's identity when no `sessionPersistence` keeps one (random, in memory).
+        self._memory_identity = uuid.uuid4().hex
 
     # -- dispatch ----------------------------------------------------------------------------
 
@@ -213,6 +216,15 @@ class SessionStore(Service):
             self.dispose(entry.session)
 
     # -- queries -----------------------------------------------------------------------------
+
+    async def identity(self) -> str:
+        """The identity of the store the sessions live in: the persistence backend's (stable
+        across processes), else a random id of this store (docs/tools-and-cancellation.md)."""
+        persistence = self.ctx.get("sessionPersistence")
+        if persistence is None:
+            return self._memory_identity
+        identity: str = await persistence.identity()
+        return identity
 
     def get(self, id: str) -> Session | None:
         """The live session with that id, or None."""

@@ -131,5 +131,9 @@ class PersistenceBackend(Protocol):
         the lock (a crashed writer's record stays until the next writer replaces it); None when
         nothing is recorded or the engine's lock cannot outlive its holder."""
 
+    async def store_identity(self) -> str:
+        """The store's random id, created once with the store and kept in it (stable across
+        processes and instances over the same storage; docs/tools-and-cancellation.md)."""
+
     async def aclose(self) -> None:
         """Release every lock and resource."""

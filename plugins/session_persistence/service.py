@@ -154,6 +154,10 @@ class SessionPersistenceService(Service):
             return None
         return record
 
+    async def identity(self) -> str:
+        """The store's random id, persisted once in the store (see `PersistenceBackend`)."""
+        return await self.backend.store_identity()
+
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:

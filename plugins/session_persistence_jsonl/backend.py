@@ -48,6 +48,7 @@ from plugins.session_persistence.packing import encode_records
 
 from . import frames
 from .fileops import FileOps
+from .identity import read_or_create_store_id
 from .layout import (
     LOCK_NAME,
     duplicate_id,
@@ -199,6 +200,10 @@ class JsonlBackend(BackendBase):
         owner = self._owners.pop(session_id, None)
         if owner is not None:
             self._drop(owner)
+
+    async def store_identity(self) -> str:
+        """The random id in `<root>/store-id` (0600), created on first use."""
+        return await self._run(read_or_create_store_id, str(self.root), self._io)
 
     async def aclose(self) -> None:
         """Release every lock and descriptor."""

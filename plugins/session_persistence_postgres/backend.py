@@ -177,6 +177,11 @@ class PostgresBackend(BackendBase):
         except psycopg.Error as error:
             raise self._error(what, error) from None
 
+    async def store_identity(self) -> str:
+        """The `dsh_persistence_state.store_id` of the schema (connecting if needed)."""
+        await self._ready()
+        return self._store_id
+
     async def aclose(self) -> None:
         """Release every writer lock (dropping the lock connection) and close the pool."""
         async with self._opening:

@@ -164,6 +164,12 @@ class SqliteBackend(BackendBase):
         if token is not None:
             await self._run(self._release, session_id, token)
 
+    async def store_identity(self) -> str:
+        """The `persistence_state.store_id` of the database (opening it if needed)."""
+        if not self._store_id:
+            await self._run(lambda _connection: None)
+        return self._store_id
+
     async def aclose(self) -> None:
         """Release every lock, stop the heartbeat and close the connection."""
         while self._heartbeat:

@@ -7,32 +7,46 @@ Events (dispatched through `exec.agent.ctx` when the call has an agent):
 `tools/pre-execute` waterfall `(exec, next)` → `Allow | Deny | Ask`; `tools/execute` waterfall
 `(exec, next)` → result; `tools/post-execute` waterfall `(exec, result, next)` → `Accept |
 Block`; `tools/result` emit `(exec, result)`. Waterfall listeners are async and `await next()`.
+
+Config: `cancel_grace_ms` (2000): once a call's caller aborts, how long its body may keep
+running before it is cancelled at its next await point; `ctx.tools.skip_grace()` cuts it short
+at once (docs/tools-and-cancellation.md).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from .decisions import Accept, Allow, Ask, Block, Deny
 from .decorator import tool
 from .errors import (
     ToolArgsError,
+    ToolCancelledError,
     ToolNotFoundError,
     ToolOutputError,
     ToolSchemaError,
     ToolTimeoutError,
 )
-from .execution import AgentLike, ExecutionToken, ToolExecution, ToolExecutionInput
+from .execution import (
+    AgentLike,
+    ExecutionToken,
+    ToolExecution,
+    ToolExecutionInput,
+    idempotency_key,
+)
 from .pipeline import PreparedCall, ToolScheduler
 from .results import (
     ToolExecutionResult,
     ToolFailure,
     aborted_before_dispatch_result,
     aborted_result,
+    cancelled_result,
     exception_result,
     failure_result,
 )
-from .service import ExecutionMode, ToolsService
+from .service import DEFAULT_GRACE_MS, ExecutionMode, ToolsService
 from .tool import Tool
 
 __all__ = [
@@ -41,12 +55,14 @@ __all__ = [
     "Allow",
     "Ask",
     "Block",
+    "Config",
     "Deny",
     "ExecutionMode",
     "ExecutionToken",
     "PreparedCall",
     "Tool",
     "ToolArgsError",
+    "ToolCancelledError",
     "ToolExecution",
     "ToolExecutionInput",
     "ToolExecutionResult",
@@ -60,8 +76,10 @@ __all__ = [
     "aborted_before_dispatch_result",
     "aborted_result",
     "apply",
+    "cancelled_result",
     "exception_result",
     "failure_result",
+    "idempotency_key",
     "name",
     "tool",
 ]
@@ -69,6 +87,16 @@ __all__ = [
 name = "tools"
 
 
-def apply(ctx: Any, config: Any = None) -> None:
+class Config(BaseModel):
+    """`dsh-tools` configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Once a call's caller aborts, how long its body may keep running before it is cancelled
+    #: at its next await point, in ms (0: at once).
+    cancel_grace_ms: float = Field(default=DEFAULT_GRACE_MS, ge=0, allow_inf_nan=False)
+
+
+def apply(ctx: Any, config: Config) -> None:
     """Provide the `tools` service."""
-    ctx.provide("tools", ToolsService(ctx))
+    ctx.provide("tools", ToolsService(ctx, config.cancel_grace_ms))

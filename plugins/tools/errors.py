@@ -11,7 +11,18 @@ UNKNOWN_TOOL = "UNKNOWN_TOOL"
 INVALID_ARGS = "INVALID_ARGS"
 INVALID_TOOL_OUTPUT = "INVALID_TOOL_OUTPUT"
 TOOL_TIMEOUT = "TOOL_TIMEOUT"
+TOOL_CANCELLED = "TOOL_CANCELLED"
 UNSUPPORTED_SCHEMA = "UNSUPPORTED_SCHEMA"
+
+#: What the model reads when its call was aborted (`ABORTED`) or cut short (`TOOL_CANCELLED`)
+#: while the body ran: the body began, so its effects may have happened.
+ABORTED_MESSAGE = (
+    "tool call aborted while it ran: its effects may have happened; verify before retrying"
+)
+CUT_SHORT_MESSAGE = (
+    "tool call cut short: it was cancelled mid-body after the cancellation grace, so its "
+    "effects may have happened; verify before retrying"
+)
 
 
 class ToolNotFoundError(HarnessError):
@@ -41,6 +52,13 @@ class ToolTimeoutError(HarnessError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, TOOL_TIMEOUT)
+
+
+class ToolCancelledError(HarnessError):
+    """The body was still running when the cancellation grace ended and was cut short."""
+
+    def __init__(self) -> None:
+        super().__init__(CUT_SHORT_MESSAGE, TOOL_CANCELLED)
 
 
 class ToolSchemaError(HarnessError):

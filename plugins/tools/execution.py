@@ -3,6 +3,8 @@ handed to listeners and to the tool body), spec 03 §5.3."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import uuid4
@@ -10,6 +12,13 @@ from uuid import uuid4
 from framework import AbortSignal
 
 from .results import ToolContext
+
+
+def idempotency_key(store_identity: str, session_id: str, call_id: str) -> str:
+    """The key of call `call_id` of session `session_id` in the store `store_identity`:
+    `dsh-` and 32 hex digits of a SHA-256 over the three (docs/tools-and-cancellation.md)."""
+    text = json.dumps([store_identity, session_id, call_id], ensure_ascii=False)
+    return "dsh-" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 class AgentLike(Protocol):
@@ -60,10 +69,9 @@ class ToolExecution:
         self.root_call_id = input.root_call_id if input.root_call_id is not None else input.call_id
         self.token = ExecutionToken(self.call_id, self.root_call_id)
         #: Stable for one durable call across crash, repair and resume; unique across calls.
+        #: A caller that passes none (no durable call behind it) gets a fresh random key.
         self.idempotency_key: str = (
-            input.idempotency_key
-            if input.idempotency_key is not None
-            else f"local:{uuid4().hex}:{self.call_id}"
+            input.idempotency_key if input.idempotency_key is not None else f"dsh-{uuid4().hex}"
         )
         self.signal: AbortSignal = input.signal
         self.contexts: list[ToolContext] = []

@@ -8,6 +8,9 @@ model order, may overlap `dispatch` of calls it groups as parallel, and calls `f
 `finish` once per call. Every stage after `prepare` is a no-op for a call already settled by an
 earlier stage: a FINAL result skips `finalize`, a POST result (denials, dispatch results) runs it.
 `ToolsService.execute(input)` runs all four for one call.
+
+Once its caller aborts, a running body gets the cancellation grace (`plugins.tools.grace`); what
+is then recorded follows docs/tools-and-cancellation.md: a body that returned keeps its result.
 """
 
 from __future__ import annotations
@@ -17,18 +20,20 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from framework import AbortSignal, Scope
+from framework import AbortError, AbortSignal, Scope
 from plugins.session.jsonutil import snapshot
 
 from .decisions import Accept, Allow, Ask, Block, Deny
 from .errors import ToolArgsError, ToolNotFoundError, ToolOutputError
 from .execution import ToolExecution, ToolExecutionInput
+from .grace import CancelGrace
 from .registry import Registry, scope_of
 from .results import (
     ToolExecutionResult,
     ToolFailure,
     aborted_before_dispatch_result,
     aborted_result,
+    cancelled_result,
     content_message,
     exception_result,
     failure_result,
@@ -72,9 +77,11 @@ async def _resolved(value: Any) -> Any:
 class ToolScheduler:
     """The four pipeline stages over a registry; `ctx` dispatches calls made without an agent."""
 
-    def __init__(self, ctx: Any, registry: Registry) -> None:
+    def __init__(self, ctx: Any, registry: Registry, grace: CancelGrace) -> None:
         self._ctx = ctx
         self._registry = registry
+        #: How long an aborted call's body may keep running (see `plugins.tools.grace`).
+        self.grace = grace
 
     def _dispatcher(self, exec: ToolExecution) -> Any:
         return exec.agent.ctx if exec.agent is not None else self._ctx
@@ -154,9 +161,7 @@ class ToolScheduler:
         except Exception as error:
             call.settle(exception_result(error), final=True)
             return
-        if call.input.signal.aborted and not result.is_error:
-            result = _cancellation(call)
-        call.settle(result, final=False)
+        call.settle(_after_abort(call, result), final=False)
 
     async def _run_body(self, call: PreparedCall) -> ToolExecutionResult:
         exec = call.exec
@@ -173,13 +178,17 @@ class ToolScheduler:
         swapped, exec.signal = exec.signal, fused
         call.body_ran = True
         try:
-            value = await tool.execute(exec.arguments, exec)
-        except Exception as error:
-            return aborted_result() if fused.aborted else exception_result(error)
+            with self.grace.watch(caller, exec.agent) as body:
+                try:
+                    value = await tool.execute(exec.arguments, exec)
+                except AbortError as error:
+                    return aborted_result() if fused.aborted else exception_result(error)
+                except Exception as error:
+                    return exception_result(error)
         finally:
             exec.signal = swapped
-        if _aborted(fused):
-            return aborted_result()
+        if body.cancelled_caught:
+            return cancelled_result()
         try:
             value = _lossless_value(value)
             if tool.output_schema is not None:
@@ -212,9 +221,7 @@ class ToolScheduler:
             result = self._decided(exec, result, decision)
         except Exception as error:
             result = exception_result(error)
-        if call.input.signal.aborted and not result.is_error:
-            result = _cancellation(call)
-        call.settle(result, final=True)
+        call.settle(_after_abort(call, result), final=True)
 
     def _decided(
         self, exec: ToolExecution, result: ToolExecutionResult, decision: Any
@@ -310,5 +317,10 @@ def _aborted(signal: AbortSignal) -> bool:
     return signal.aborted
 
 
-def _cancellation(call: PreparedCall) -> ToolExecutionResult:
-    return aborted_result() if call.body_ran else aborted_before_dispatch_result()
+def _after_abort(call: PreparedCall, result: ToolExecutionResult) -> ToolExecutionResult:
+    """A success stands once the body ran, even if the caller aborted meanwhile (its effects
+    happened); without the body (a wrapper's own answer), an aborted caller gets
+    `ABORTED_BEFORE_DISPATCH`."""
+    if call.input.signal.aborted and not result.is_error and not call.body_ran:
+        return aborted_before_dispatch_result()
+    return result

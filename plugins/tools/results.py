@@ -14,7 +14,7 @@ from typing import Any
 
 from plugins.llm import HarnessError
 
-from .errors import ABORTED, ABORTED_BEFORE_DISPATCH
+from .errors import ABORTED, ABORTED_BEFORE_DISPATCH, ABORTED_MESSAGE, ToolCancelledError
 
 #: A content block (`{"type": "text", "text": ...}`, ...), JSON as persisted.
 ContentBlock = dict[str, Any]
@@ -155,8 +155,13 @@ def exception_result(error: BaseException) -> ToolExecutionResult:
 
 
 def aborted_result() -> ToolExecutionResult:
-    """The canonical `ABORTED` result: the body ran and the call was aborted."""
-    return failure_result("tool call aborted", {"name": "AbortError", "code": ABORTED})
+    """The `ABORTED` result: the body began and failed once its signal had aborted."""
+    return failure_result(ABORTED_MESSAGE, {"name": "AbortError", "code": ABORTED})
+
+
+def cancelled_result() -> ToolExecutionResult:
+    """The `TOOL_CANCELLED` result: the body outlived the cancellation grace and was cut short."""
+    return exception_result(ToolCancelledError())
 
 
 def aborted_before_dispatch_result() -> ToolExecutionResult:

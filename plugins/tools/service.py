@@ -9,12 +9,16 @@ from typing import Any, ClassVar, Literal
 from framework import Scope, Service
 
 from .execution import AgentLike, ToolExecutionInput
+from .grace import CancelGrace
 from .pipeline import ToolScheduler
 from .registry import Guard, Registry, scope_of
 from .results import ToolExecutionResult
 from .tool import Tool
 
 ExecutionMode = Literal["exclusive", "parallel"]
+
+#: How long an aborted call's body may keep running before it is cancelled (`cancel_grace_ms`).
+DEFAULT_GRACE_MS = 2000.0
 
 
 class ToolsService(Service):
@@ -24,11 +28,11 @@ class ToolsService(Service):
 
     provide: ClassVar[str] = "tools"
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: Any, cancel_grace_ms: float = DEFAULT_GRACE_MS) -> None:
         super().__init__(ctx)
         self._registry = Registry()
         #: The staged pipeline the agent loop drives (see `plugins.tools.pipeline`).
-        self.scheduler = ToolScheduler(ctx, self._registry)
+        self.scheduler = ToolScheduler(ctx, self._registry, CancelGrace(cancel_grace_ms))
 
     def register(self, tool: Tool) -> Callable[[], Any]:
         """Register `tool` in the caller's layer; returns a disposer."""
@@ -91,6 +95,11 @@ class ToolsService(Service):
     async def execute(self, input: ToolExecutionInput) -> ToolExecutionResult:
         """Run one call through the whole pipeline."""
         return await self.scheduler.execute(input)
+
+    def skip_grace(self, agent: AgentLike | None = None) -> int:
+        """Cut short now every body whose caller has aborted (only `agent`'s calls, if given)
+        instead of waiting for the end of its grace; returns how many were cut."""
+        return self.scheduler.grace.skip(agent)
 
 
 def _scope(agent: AgentLike | None) -> Scope | None:

@@ -103,7 +103,8 @@ def test_a_failed_turn_exits_1(dsh: Sandbox, replay_overlay: Callable[..., Path]
 def test_run_reads_prompt_from_stdin_and_resumes_named_session(
     dsh: Sandbox, replay_overlay: Callable[..., Path]
 ) -> None:
-    overlay = replay_overlay("fast.yml", "      - text: Hi.\n")
+    # Two responses: the second process continues the session's script where it is.
+    overlay = replay_overlay("fast.yml", "      - text: Hi.\n      - text: Hi again.\n")
     first = dsh("run", "--patch", overlay, "--session", "s-named", input="hello from stdin\n")
     assert first.returncode == 0, first.stderr
     second = dsh("run", "--patch", overlay, "--session", "s-named", "again")

@@ -97,6 +97,9 @@ class FaultInjector:
         await self._enter_write()
         return await self.inner.commit_repair(meta, marker, closers)
 
+    async def store_identity(self) -> str:
+        return await self.inner.store_identity()
+
     async def lock_record(self, session_id: str) -> Owner | None:
         return await self.inner.lock_record(session_id)
 

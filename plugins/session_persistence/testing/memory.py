@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -42,6 +43,7 @@ class MemoryStorage:
 
     logs: dict[str, _Log] = field(default_factory=dict)
     locks: dict[str, tuple[object, int]] = field(default_factory=dict)
+    identity: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def tear(self, session_id: str) -> None:
         """Lose the last stored event as a torn write would (the rest reads as recovered)."""
@@ -158,6 +160,9 @@ class MemoryBackend(BackendBase):
         holder = self.storage.locks.get(session_id)
         if holder is not None and holder[0] is self:
             del self.storage.locks[session_id]
+
+    async def store_identity(self) -> str:
+        return self.storage.identity
 
     async def aclose(self) -> None:
         for session_id, holder in list(self.storage.locks.items()):

@@ -27,13 +27,14 @@ async def stack(
     agent: dict[str, Any] | None = None,
     replay: dict[str, Any] | None = None,
     persistence: dict[str, Any] | None = None,
+    tools: dict[str, Any] | None = None,
     extra: Sequence[Any] = (),
 ) -> AsyncIterator[Context]:
     """A root context with the agent runtime mounted; `root` adds the JSONL backend (raw)."""
     async with Context() as ctx:
         await ctx.plugin(plugins.session)
         await ctx.plugin(plugins.llm)
-        await ctx.plugin(plugins.tools)
+        await ctx.plugin(plugins.tools, tools)
         if root is not None:
             await ctx.plugin(
                 plugins.session_persistence_jsonl,

@@ -54,10 +54,12 @@ class Harness:
     def __init__(self, root: Context) -> None:
         self.root = root
 
-    async def run(self, name: str, args: Any, call_id: str = "call-1") -> ToolExecutionResult:
+    async def run(
+        self, name: str, args: Any, call_id: str = "call-1", key: str | None = None
+    ) -> ToolExecutionResult:
         signal = AbortController().signal
         result: ToolExecutionResult = await self.root.tools.execute(
-            ToolExecutionInput(call_id, name, args, signal)
+            ToolExecutionInput(call_id, name, args, signal, idempotency_key=key)
         )
         return result
 
@@ -98,6 +100,7 @@ async def test_registration_and_modes(space: Path) -> None:
             "write_file",
             "append_ledger",
             "find_ledger_entry",
+            "sleep_then_write",
         ]
         modes = {name: tools.execution_mode(name, {}) for name in names}
     assert modes == {
@@ -106,6 +109,7 @@ async def test_registration_and_modes(space: Path) -> None:
         "write_file": "exclusive",
         "append_ledger": "exclusive",
         "find_ledger_entry": "exclusive",
+        "sleep_then_write": "exclusive",
     }
 
 
@@ -200,20 +204,21 @@ def ledger_lines(space: Path) -> list[Any]:
     return [json.loads(line) for line in text.splitlines()]
 
 
-async def test_append_ledger_is_idempotent_per_call_id(space: Path) -> None:
+async def test_append_ledger_is_idempotent_per_idempotency_key(space: Path) -> None:
     async with mounted(space) as h:
-        first = await h.run("append_ledger", {"entry": {"paid": 10}}, call_id="call-a")
-        again = await h.run("append_ledger", {"entry": {"paid": 99}}, call_id="call-a")
-        other = await h.run("append_ledger", {"entry": "note"}, call_id="call-b")
-        found = await h.run("find_ledger_entry", {"key": "call-a"})
-        absent = await h.run("find_ledger_entry", {"key": "call-z"})
-    assert first.value == {"status": "appended", "key": "call-a"}
-    assert again.value == {"status": "duplicate", "key": "call-a"}
-    assert other.value == {"status": "appended", "key": "call-b"}
+        first = await h.run("append_ledger", {"entry": {"paid": 10}}, "call-a", key="key-a")
+        again = await h.run("append_ledger", {"entry": {"paid": 99}}, "call-a", key="key-a")
+        # The same call id in another session (another key) is another call.
+        other = await h.run("append_ledger", {"entry": "note"}, "call-a", key="key-b")
+        found = await h.run("find_ledger_entry", {"key": "key-a"})
+        absent = await h.run("find_ledger_entry", {"key": "call-a"})
+    assert first.value == {"status": "appended", "key": "key-a"}
+    assert again.value == {"status": "duplicate", "key": "key-a"}
+    assert other.value == {"status": "appended", "key": "key-b"}
     lines = ledger_lines(space)
     assert [(line["key"], line["entry"]) for line in lines] == [
-        ("call-a", {"paid": 10}),
-        ("call-b", "note"),
+        ("key-a", {"paid": 10}),
+        ("key-b", "note"),
     ]
     assert all(list(line) == ["key", "entry", "at"] for line in lines)
     assert isinstance(lines[0]["at"], int)
@@ -238,7 +243,7 @@ async def test_concurrent_duplicates_append_once(space: Path) -> None:
     async with mounted(space) as h:
 
         async def append(n: int) -> None:
-            result = await h.run("append_ledger", {"entry": n}, call_id="same")
+            result = await h.run("append_ledger", {"entry": n}, key="same")
             results.append(result.value["status"])
 
         async with anyio.create_task_group() as group:
@@ -253,7 +258,7 @@ async def test_a_torn_last_line_is_skipped_and_terminated(space: Path) -> None:
     ledger.parent.mkdir()
     ledger.write_text('{"key":"old","entry":1,"at":0}\n{"key":"torn","ent', encoding="utf-8")
     async with mounted(space) as h:
-        torn = await h.run("append_ledger", {"entry": 2}, call_id="torn")
+        torn = await h.run("append_ledger", {"entry": 2}, key="torn")
         found = await h.run("find_ledger_entry", {"key": "old"})
     assert torn.value == {"status": "appended", "key": "torn"}
     assert found.value == {"key": "old", "entry": 1, "at": 0}

@@ -48,7 +48,14 @@ async def test_boot_by_entry_point_names(tmp_path: Path) -> None:
         )
         with anyio.fail_after(5):
             hung = await ctx.tools.execute(ToolExecutionInput("c2", "hang", {}, signal))
-    assert names == ["read_file", "list_files", "write_file", "append_ledger", "find_ledger_entry"]
+    assert names == [
+        "read_file",
+        "list_files",
+        "write_file",
+        "append_ledger",
+        "find_ledger_entry",
+        "sleep_then_write",
+    ]
     assert read.value == "abcd\n[truncated at 4 bytes]"
     assert hung.error is not None
     assert hung.error.message == "tool call timed out after 1ms"

@@ -14,6 +14,7 @@ import plugins.llm
 import plugins.llm_replay
 from framework import AbortController, AbortSignal, Context, FiberState, boot
 from plugins.llm import GenerateOptions, LlmService, StreamChunk, assemble
+from plugins.llm_replay import ReplayAdapter, ReplayResponse
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +54,12 @@ async def test_serves_the_script_in_order_per_session() -> None:
         llm = await mount(root, {"responses": SCRIPT})
         first = await collect(llm.stream(request()))
         assert assemble(first).blocks == [{"type": "text", "text": "first"}]
-        assert first[-1] == {"type": "finish", "reason": {"kind": "stop"}}
+        script = ReplayAdapter([ReplayResponse.model_validate(r) for r in SCRIPT]).script_id
+        assert first[-1] == {
+            "type": "finish",
+            "reason": {"kind": "stop"},
+            "replayState": {"script": script, "next": 1},
+        }
         other_session = await collect(llm.stream(request("s2")))
         assert assemble(other_session).blocks == [{"type": "text", "text": "first"}]
         second = await collect(llm.stream(request()))

@@ -129,8 +129,12 @@ async def test_caller_abort_is_not_a_timeout() -> None:
     async with policy_root() as (root, _):
         root.tools.register(tool("t", body, timeout_ms=60_000))
         result = await root.tools.execute(call("t", caller.signal))
-    assert result.error is not None
-    assert result.error.info == {"name": "AbortError", "code": "ABORTED"}
+    # Not TOOL_TIMEOUT: the body finished after its caller's abort, so its result stands.
+    assert result.to_json() == {
+        "isError": False,
+        "content": [{"type": "text", "text": "stopped"}],
+        "value": "stopped",
+    }
 
 
 async def test_tools_without_timeout_pass_through() -> None:

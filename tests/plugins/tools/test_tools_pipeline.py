@@ -379,7 +379,7 @@ async def test_wrapper_results_are_normalized(tools_root: Any, call: Any, make_t
     assert second.to_json() == failure("tools/execute listener must return a tool result, got int")
 
 
-async def test_success_after_caller_abort_becomes_a_cancellation(
+async def test_success_after_caller_abort_is_the_real_result(
     tools_root: Any, call: Any, make_tool: Any
 ) -> None:
     controller = AbortController()
@@ -401,13 +401,17 @@ async def test_success_after_caller_abort_becomes_a_cancellation(
         root.on("tools/execute", skip)
         root.tools.register(make_tool("skipped"))
         skipped = await root.tools.execute(call("skipped", signal=skipping.signal))
-    assert ran.to_json() == failure("tool call aborted", "AbortError", "ABORTED")
+    # The body finished: its effect happened, so the model is told its real result (the
+    # original reported ABORTED here). A wrapper's answer without the body stays "before dispatch".
+    assert ran.to_json() == {
+        "isError": False,
+        "content": text("finished anyway"),
+        "value": "finished anyway",
+    }
     assert skipped.to_json() == aborted_before_dispatch_result().to_json()
 
 
-async def test_swapped_signal_reaches_the_body_and_aborts_it(
-    tools_root: Any, call: Any, make_tool: Any
-) -> None:
+async def test_swapped_signal_reaches_the_body(tools_root: Any, call: Any, make_tool: Any) -> None:
     wrapper_controller = AbortController()
     seen: list[Any] = []
 
@@ -431,7 +435,7 @@ async def test_swapped_signal_reaches_the_body_and_aborts_it(
         caller = AbortController()
         result = await root.tools.execute(call("t", signal=caller.signal))
     assert seen == [False, True]
-    assert result.to_json() == failure("tool call aborted", "AbortError", "ABORTED")
+    assert result.to_json() == {"isError": False, "content": text("ignored"), "value": "ignored"}
     assert not caller.signal.aborted
 
 
@@ -590,7 +594,7 @@ async def test_post_execute_failures_and_value_on_errors(
     assert known.to_json() == failure("tools/post-execute must return Accept or Block, got str")
 
 
-async def test_abort_during_post_execute_cancels_a_success(
+async def test_abort_during_post_execute_keeps_a_success_whose_body_ran(
     tools_root: Any, call: Any, make_tool: Any
 ) -> None:
     controller = AbortController()
@@ -602,8 +606,8 @@ async def test_abort_during_post_execute_cancels_a_success(
 
         root.on("tools/post-execute", post)
         root.tools.register(make_tool())
-        result = await root.tools.execute(call("echo", signal=controller.signal))
-    assert result.to_json() == failure("tool call aborted", "AbortError", "ABORTED")
+        result = await root.tools.execute(call("echo", {"x": 1}, signal=controller.signal))
+    assert result.to_json() == {"isError": False, "content": text('{"x":1}'), "value": {"x": 1}}
 
 
 async def test_contexts_conclude_turn_and_finalize_content(

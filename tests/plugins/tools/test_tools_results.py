@@ -11,6 +11,7 @@ from plugins.tools import (
     ToolFailure,
     aborted_before_dispatch_result,
     aborted_result,
+    cancelled_result,
     exception_result,
 )
 
@@ -26,13 +27,33 @@ def test_aborted_before_dispatch_result_is_the_binding_json() -> None:
     }
 
 
-def test_aborted_result_json() -> None:
+ABORTED_TEXT = (
+    "tool call aborted while it ran: its effects may have happened; verify before retrying"
+)
+CUT_SHORT_TEXT = (
+    "tool call cut short: it was cancelled mid-body after the cancellation grace, so its "
+    "effects may have happened; verify before retrying"
+)
+
+
+def test_aborted_result_json_says_effects_may_have_happened() -> None:
     assert aborted_result().to_json() == {
         "isError": True,
-        "content": [{"type": "text", "text": "Error: tool call aborted"}],
+        "content": [{"type": "text", "text": f"Error: {ABORTED_TEXT}"}],
         "error": {
-            "message": "tool call aborted",
+            "message": ABORTED_TEXT,
             "info": {"name": "AbortError", "code": "ABORTED"},
+        },
+    }
+
+
+def test_cancelled_result_json_is_tool_cancelled() -> None:
+    assert cancelled_result().to_json() == {
+        "isError": True,
+        "content": [{"type": "text", "text": f"Error: {CUT_SHORT_TEXT}"}],
+        "error": {
+            "message": CUT_SHORT_TEXT,
+            "info": {"name": "ToolCancelledError", "code": "TOOL_CANCELLED"},
         },
     }
 

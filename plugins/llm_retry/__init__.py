@@ -1,0 +1,36 @@
+"""The retry executor plugin (`dsh-llm-retry`, docs/retries.md).
+
+Plugin name: `llm-retry`. It listens to `agent/request-error` for every agent and retries a
+failed model request of the same step as the route's `RetryPolicy` allows (exponential backoff
+with jitter, or the provider's retry-after), recording `llm/retry` and `llm/retry-started`.
+
+Config: `max_wait_ms` (60000): the longest provider retry-after it waits for; a failure asking
+for longer ends the turn at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from plugins.llm_retry.executor import RetryExecutor, abortable_sleep
+
+__all__ = ["Config", "RetryExecutor", "abortable_sleep", "apply", "name"]
+
+name = "llm-retry"
+
+
+class Config(BaseModel):
+    """Retry executor configuration (the policy itself is the route's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The longest provider retry-after (ms) worth waiting for; a failure asking for longer
+    #: ends the turn at once.
+    max_wait_ms: int = Field(default=60000, ge=0)
+
+
+def apply(ctx: Any, config: Config) -> None:
+    """Register the executor (a fiber effect: it stops with the plugin)."""
+    ctx.on("agent/request-error", RetryExecutor(max_wait_ms=config.max_wait_ms))
