@@ -50,9 +50,7 @@ def test_rm_removes_and_refuses_a_running_session(dsh: Sandbox, backend: Backend
     assert _ids(dsh, backend) == ["other"]
 
 
-def test_prune_keeps_running_waiting_recent_and_the_newest(
-    dsh: Sandbox, backend: Backend
-) -> None:
+def test_prune_keeps_running_waiting_recent_and_the_newest(dsh: Sandbox, backend: Backend) -> None:
     for index, name in enumerate(["a", "b", "c"]):  # T0 is long ago: all three are old
         backend.seed(name, tool_turn(0, 1, []), str(dsh.root), T0 + index)
     backend.seed("waiting", _asked(6), str(dsh.root), T0 + 5)
