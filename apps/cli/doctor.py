@@ -31,7 +31,7 @@ from plugins.session_persistence import (
 )
 from plugins.session_persistence.home import dsh_home
 
-from .summary import repairs_in
+from .summary import Repairs, repairs_in
 
 Event = dict[str, Any]
 
@@ -136,7 +136,8 @@ async def examine(persistence: SessionPersistenceService, session_id: str) -> li
     if closers:
         turn = closers[-1]["data"]["turn"]
         pending = repairs_in(closers)
-        extra = f" ({pending.describe()})" if pending.unknown or pending.not_started else ""
+        calls = Repairs(pending.unknown, pending.not_started)
+        extra = f" ({calls.describe()})" if calls else ""
         add(
             "open turn",
             f"turn {turn} never ended{extra}: the process running it stopped.",
