@@ -138,7 +138,7 @@ class Backend:
             child.wait()
 
 
-def make_backend(kind: str, dsh: Sandbox, request: pytest.FixtureRequest) -> Backend:
+def make_backend(kind: str, dsh: Sandbox, request: pytest.FixtureRequest | None = None) -> Backend:
     """The `kind` storage inside `dsh`'s sandbox (PostgreSQL: a fresh schema)."""
     if kind == "jsonl":
         factory = "plugins.session_persistence_jsonl:JsonlBackend"
@@ -148,6 +148,7 @@ def make_backend(kind: str, dsh: Sandbox, request: pytest.FixtureRequest) -> Bac
         factory = "plugins.session_persistence_sqlite:SqliteBackend"
         kwargs = {"path": str(dsh.home / "sessions.sqlite3")}
         return Backend(kind, factory, kwargs, ("--patch", str(SQLITE)), SQLITE)
+    assert request is not None, "PostgreSQL needs the test's `postgres` fixture"
     target: PostgresTarget = request.getfixturevalue("postgres")
     name = f"pg-{target.schema}.yml"
     overlay = dsh.write(name, PG_OVERLAY.format(dsn=json.dumps(target.dsn), schema=target.schema))
