@@ -240,12 +240,12 @@ def _backup_path(session_id: str, suffix: str) -> Path:
 async def back_up(persistence: SessionPersistenceService, session_id: str) -> Path:
     """A durable copy of what is stored: the artifact verbatim where the backend keeps one,
     else the header and events as JSONL lines. 0600 in `$DSH_HOME/backups/` (0700)."""
+    log = await persistence.inspect(session_id)
     try:
         data = await persistence.read_raw(session_id)
-        location = persistence.locate({"id": session_id})
+        location = persistence.locate(log.header)
         suffix = "".join(Path(location.path).suffixes) if location is not None else ".raw"
     except SessionPersistenceError:
-        log = await persistence.inspect(session_id)
         stored = await persistence.read_from(session_id, 0)
         lines = [dumps({"type": "session", **log.header}), *map(dumps, stored)]
         data, suffix = ("\n".join(lines) + "\n").encode(), ".jsonl"

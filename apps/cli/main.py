@@ -201,7 +201,7 @@ def _session_table(shown: Consoles, rows: list[listing.SessionRow]) -> None:
         shown.deco.print("no sessions stored")
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("id", "created", "state", "turns", "last turn", "events", "size", "title"):
+    for column in ("id", "created", "turns", "last turn", "events", "size", "state", "title"):
         table.add_column(
             column, justify="right" if column in ("turns", "events", "size") else "left"
         )
@@ -213,11 +213,11 @@ def _session_table(shown: Consoles, rows: list[listing.SessionRow]) -> None:
         table.add_row(
             row.id,
             stamp(row.created_at),
-            row.state or "-",
             str(row.turns),
             last,
             str(row.events),
             size,
+            row.state or "-",
             row.title or "-",
             style=style,
         )

@@ -23,7 +23,9 @@ from dsh_sandbox import Sandbox
 from postgres_support import PostgresTarget
 
 from plugins.session_persistence.backend import JsonObject, PersistenceBackend
-from plugins.session_persistence.testing import event, open_step_turn, running
+from plugins.session_persistence.testing import T0, event, open_step_turn, running
+from plugins.session_persistence_jsonl import JsonlBackend, frames
+from plugins.session_persistence_jsonl.backend import header_line
 
 SQLITE = Path(__file__).parents[2] / "config" / "overlays" / "sqlite.yml"
 PG_OVERLAY = """\
@@ -155,3 +157,16 @@ def make_backend(kind: str, dsh: Sandbox, request: pytest.FixtureRequest | None 
     factory = "plugins.session_persistence_postgres:PostgresBackend"
     kwargs = {"dsn": target.dsn, "schema": target.schema}
     return Backend(kind, factory, kwargs, ("--patch", str(overlay)), overlay)
+
+
+def write_jsonl_log(dsh: Sandbox, session_id: str, batches: list[list[bytes]]) -> Path:
+    """Write a zstd JSONL log by hand: the header frame, then one frame per batch of lines."""
+    meta = {"version": 0, "id": session_id, "createdAt": T0, "cwd": str(dsh.root)}
+    path = Path(JsonlBackend(dsh.home / "sessions").locate(meta).path)
+    path.parent.mkdir(mode=0o700, parents=True)
+    data = frames.compress_frame(header_line(meta))
+    for batch in batches:
+        data += frames.compress_frame(b"".join(line + b"\n" for line in batch))
+    path.write_bytes(data)
+    path.chmod(0o600)
+    return path

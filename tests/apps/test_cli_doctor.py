@@ -9,13 +9,12 @@ from pathlib import Path
 import anyio
 import pytest
 from dsh_sandbox import Sandbox
-from lifecycle_support import KINDS, Backend, _build, make_backend, tool_turn
+from lifecycle_support import KINDS, Backend, _build, make_backend, tool_turn, write_jsonl_log
 from postgres_support import postgres_fixture
 
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.testing import T0, open_tool_turn, running
-from plugins.session_persistence_jsonl import JsonlBackend, frames
-from plugins.session_persistence_jsonl.backend import header_line
+from plugins.session_persistence_jsonl import frames
 
 postgres = postgres_fixture()
 
@@ -105,38 +104,25 @@ def test_a_crashed_session_is_explained_then_repaired(dsh: Sandbox, backend: Bac
     }
 
 
-def _jsonl_log(dsh: Sandbox, session_id: str, batches: list[list[bytes]]) -> Path:
-    """Write a zstd JSONL log by hand: the header frame, then one frame per batch of lines."""
-    meta = {"version": 0, "id": session_id, "createdAt": T0, "cwd": str(dsh.root)}
-    path = Path(JsonlBackend(dsh.home / "sessions").locate(meta).path)
-    path.parent.mkdir(mode=0o700, parents=True)
-    data = frames.compress_frame(header_line(meta))
-    for batch in batches:
-        data += frames.compress_frame(b"".join(line + b"\n" for line in batch))
-    path.write_bytes(data)
-    path.chmod(0o600)
-    return path
-
-
 def _lines(events: list[dict[str, object]]) -> list[bytes]:
     return [dumps(e).encode() for e in events]
 
 
 def test_jsonl_findings_each_name_the_problem_and_the_fix(dsh: Sandbox) -> None:
     turn = tool_turn(0, 1, [])
-    torn = _jsonl_log(dsh, "torn", [_lines(turn)])
+    torn = write_jsonl_log(dsh, "torn", [_lines(turn)])
     torn.write_bytes(torn.read_bytes() + frames.compress_frame(b'{"type":"turn/start"')[:-6])
-    corrupt = _jsonl_log(dsh, "corrupt", [_lines(turn[:2]), [b"{broken"], _lines(turn[2:])])
-    loose = _jsonl_log(dsh, "loose", [_lines(turn)])
+    corrupt = write_jsonl_log(dsh, "corrupt", [_lines(turn[:2]), [b"{broken"], _lines(turn[2:])])
+    loose = write_jsonl_log(dsh, "loose", [_lines(turn)])
     loose.chmod(0o644)
     loose.parent.chmod(0o755)
     legacy = [*turn[:5], {**turn[5], "data": {"turn": 1, "reason": {"kind": "disposed"}}}]
-    _jsonl_log(dsh, "legacy", [_lines(legacy)])
+    write_jsonl_log(dsh, "legacy", [_lines(legacy)])
     asked = tool_turn(6, 2, [("c-1", "write_file")])
     unanswered = [*turn, *asked[:-4], *asked[-2:]]  # the call's tool/call and result dropped
     for index, item in enumerate(unanswered):
         item["seq"] = index
-    _jsonl_log(dsh, "unanswered", [_lines(unanswered)])
+    write_jsonl_log(dsh, "unanswered", [_lines(unanswered)])
 
     checked = dsh("doctor", "--all", "--json")
     assert checked.returncode == 1, checked.stderr

@@ -7,9 +7,10 @@ import json
 
 import pytest
 from dsh_sandbox import Sandbox
-from lifecycle_support import KINDS, Backend, make_backend, tool_turn
+from lifecycle_support import KINDS, Backend, make_backend, tool_turn, write_jsonl_log
 from postgres_support import postgres_fixture
 
+from plugins.session.jsonutil import dumps
 from plugins.session_persistence.testing import T0, event, open_tool_turn
 
 postgres = postgres_fixture()
@@ -93,3 +94,14 @@ def test_prune_usage_errors(dsh: Sandbox) -> None:
     assert "--older-than: 'soon' is not a duration" in bad.stderr
     assert dsh("prune").returncode == 2  # --older-than is required
     assert dsh("prune", "--older-than", "1d12h", "--dry-run").returncode == 0
+
+
+def test_prune_keeps_a_log_it_cannot_read(dsh: Sandbox) -> None:
+    turn = [dumps(e).encode() for e in tool_turn(0, 1, [])]
+    log = write_jsonl_log(dsh, "damaged", [turn[:2], [b"{broken"], turn[2:]])
+    damaged = log.read_bytes()
+    done = dsh("prune", "--older-than", "1s")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("kept damaged: cannot be read (corrupt session log: ")
+    assert done.stdout.endswith("; see dsh doctor\n")
+    assert log.read_bytes() == damaged
