@@ -350,8 +350,7 @@ def fork(
     json: Json = False,
     debug: Debug = False,
 ) -> None:
-    """Start a new session from a stored one up to a turn boundary; list the tool calls that
-    ran after it (re-running from the fork may repeat their side effects)."""
+    """Start a new session from a stored one at a turn boundary; list the calls that ran after."""
 
     async def work() -> int:
         from .forking import fork as make_fork
@@ -382,8 +381,7 @@ def doctor(
     json: Json = False,
     debug: Debug = False,
 ) -> None:
-    """Check session logs without changing them; --apply makes only the repairs a load makes.
-    Exit 0 when clean, 1 with findings."""
+    """Check session logs (read-only); --apply makes only the repairs a load makes."""
 
     async def work() -> int:
         from . import doctor as checks
@@ -494,8 +492,7 @@ def copy(
     json: Json = False,
     debug: Debug = False,
 ) -> None:
-    """Copy sessions between backends, event for event (an overlay applies to the default
-    manifest)."""
+    """Copy sessions between backends, event for event (an overlay patches the default)."""
 
     async def work() -> int:
         from . import copying
@@ -556,6 +553,11 @@ def export(
         return OK
 
     _execute(debug, work)
+
+
+from . import tools_command  # noqa: E402 - it reuses the options defined above
+
+app.command(name="tools")(tools_command.tools)
 
 
 def main() -> None:
