@@ -100,6 +100,8 @@ async def session_rows(
 
 async def _row(persistence: SessionPersistenceService, header: dict[str, Any]) -> SessionRow:
     base = {"id": header["id"], "created_at": header["createdAt"], "cwd": header.get("cwd")}
+    if "problem" in header:  # a stored entry the backend refuses (docs/storage-safety.md)
+        return SessionRow(**base, problem=str(header["problem"]))
     try:
         owner = await persistence.owner(header["id"])
         events = (

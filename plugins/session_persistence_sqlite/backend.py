@@ -19,11 +19,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, overload
 
 import anyio
 import anyio.to_thread
 
+from plugins.session_persistence import fsguard
 from plugins.session_persistence.backend import (
     JsonObject,
     Location,
@@ -40,13 +41,15 @@ from plugins.session_persistence.errors import (
 )
 from plugins.session_persistence.header import header_columns, meta_of_columns
 
-from .database import JournalMode, check_schema, open_database
+from .database import JournalMode, check_schema, open_database, open_reader
 from .locks import (
     HEARTBEAT_S,
+    HOST,
     STALE_MS,
     Heartbeat,
     check_lock,
     live_holder,
+    new_token,
     now_ms,
     recorded_holder,
 )
@@ -72,7 +75,8 @@ class SqliteBackend(BackendBase):
     """Session logs in one SQLite database at `path` (created on first use).
 
     `journal_mode` defaults to WAL; `busy_timeout_ms` bounds every wait for another
-    connection's lock. `heartbeat_s` and `stale_ms` are the writer-lock timings.
+    connection's lock. `heartbeat_s` and `stale_ms` are the writer-lock timings; `host` is the
+    name lock rows record (this machine's; tests pass another to play a second host).
     """
 
     name: str = "session-persistence-sqlite"
@@ -85,6 +89,7 @@ class SqliteBackend(BackendBase):
         busy_timeout_ms: int = 5000,
         heartbeat_s: float = HEARTBEAT_S,
         stale_ms: int = STALE_MS,
+        host: str = HOST,
     ) -> None:
         self.path = Path(path).expanduser()
         if not self.path.is_absolute():
@@ -93,8 +98,13 @@ class SqliteBackend(BackendBase):
         self.busy_timeout_ms: Final = busy_timeout_ms
         self._heartbeat_s = heartbeat_s
         self._stale_ms = stale_ms
+        self._host = host
         self._connection: sqlite3.Connection | None = None
+        #: Whether `_connection` is read-only (opened by a read; the first write reopens it).
+        self._reading = False
         self._store_id = ""
+        #: (st_dev, st_ino) of the database file the connection opened.
+        self._identity = (0, 0)
         self._mutex = threading.Lock()
         self._limiters: list[anyio.CapacityLimiter] = []
         self._heartbeat: list[Heartbeat] = []
@@ -111,11 +121,11 @@ class SqliteBackend(BackendBase):
 
     async def load_stored(self, session_id: str) -> StoredLog | None:
         """Read and decode a session's rows; None when nothing is stored."""
-        return await self._run(self._load_stored, session_id)
+        return await self._run(self._load_stored, session_id, read=True)
 
     async def read_stored_revision(self, session_id: str) -> str | None:
         """`sqlite:<store_id>:<incarnation>:<revision>`, None when nothing is stored."""
-        return await self._run(self._read_stored_revision, session_id)
+        return await self._run(self._read_stored_revision, session_id, read=True)
 
     async def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
@@ -136,7 +146,7 @@ class SqliteBackend(BackendBase):
 
     async def list_snapshots(self) -> builtins.list[Snapshot]:
         """Headers with revisions, by `(createdAt, id)`."""
-        return await self._run(self._list_snapshots)
+        return await self._run(self._list_snapshots, read=True) or []
 
     async def delete_stored(self, session_id: str) -> bool:
         """Delete the session row (its events go with it) in one transaction under the lock."""
@@ -152,7 +162,7 @@ class SqliteBackend(BackendBase):
         fresh heartbeat), unless it is this instance."""
         if session_id in self._tokens:
             return None
-        return await self._run(live_holder, session_id, self._stale_ms)
+        return await self._run(live_holder, session_id, self._stale_ms, read=True)
 
     async def lock_record(self, session_id: str) -> Owner | None:
         """The holder the lock row records (a crashed writer's row stays until taken over)."""
@@ -177,33 +187,67 @@ class SqliteBackend(BackendBase):
         held = dict(self._tokens)
         self._tokens.clear()
         if self._connection is not None:
-            await self._run(self._close, held)
+            await self._run(self._close, held, read=True)
 
     # ---- plumbing ------------------------------------------------------------------------
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(connection, *args)` in a worker thread, one call at a time."""
+    @overload
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T: ...
+    @overload
+    async def _run(self, fn: Callable[..., T], *args: Any, read: bool) -> T | None: ...
+    async def _run(self, fn: Callable[..., T], *args: Any, read: bool = False) -> T | None:
+        """Run `fn(connection, *args)` in a worker thread, one call at a time. A `read` runs on
+        a read-only connection until the first write needs a writable one, and returns None
+        when there is no database file (nothing is created)."""
         if not self._limiters:
             self._limiters.append(anyio.CapacityLimiter(1))
         return await anyio.to_thread.run_sync(
-            partial(self._call, fn, *args), limiter=self._limiters[0]
+            partial(self._call, fn, args, read), limiter=self._limiters[0]
         )
 
-    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+    def _call(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T | None:
+        """`fn` on the right connection; SQLite's own errors become one clear error naming
+        the database and SQLite's error name (e.g. `SQLITE_FULL`, `SQLITE_IOERR_SHMSIZE`)."""
         with self._mutex:
-            if self._connection is None:
-                self._connection, self._store_id = open_database(
+            try:
+                connection = self._connect(read)
+                return None if connection is None else fn(connection, *args)
+            except sqlite3.Error as error:
+                name = getattr(error, "sqlite_errorname", None) or type(error).__name__
+                raise SessionPersistenceError(
+                    f'session database at "{self.path}": {name}: {error}'
+                ) from error
+
+    def _connect(self, read: bool) -> sqlite3.Connection | None:
+        """The open connection, opened (read-only for a `read`) or reopened read-write for the
+        first write; None for a read when there is no database file."""
+        if self._connection is not None and self._reading and not read:
+            self._connection.close()
+            self._connection = None
+        if self._connection is None:
+            if read:
+                opened = open_reader(self.path, busy_timeout_ms=self.busy_timeout_ms)
+                if opened is None:
+                    return None
+            else:
+                opened = open_database(
                     self.path,
                     journal_mode=self.journal_mode,
                     busy_timeout_ms=self.busy_timeout_ms,
                 )
-            return fn(self._connection, *args)
+            self._connection, self._store_id = opened
+            self._reading = read
+            st = os.lstat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
+        return self._connection
 
-    @staticmethod
     def _transaction(
-        connection: sqlite3.Connection, body: Callable[[], T], *, write: bool = True
+        self, connection: sqlite3.Connection, body: Callable[[], T], *, write: bool = True
     ) -> T:
-        """Run `body` in one transaction; any failure (COMMIT's too) rolls it back."""
+        """Run `body` in one transaction; any failure (COMMIT's too) rolls it back. A write
+        first checks that the path still names the database this connection opened."""
+        if write:
+            self._check_identity()
         connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
             result = body()
@@ -213,6 +257,16 @@ class SqliteBackend(BackendBase):
                 connection.execute("ROLLBACK")
             raise
         return result
+
+    def _check_identity(self) -> None:
+        """Raise `ReplacedFileError` when the database path no longer names the opened file (a
+        `mv`, then a copy put back: the connection would go on writing the orphan)."""
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            raise fsguard.ReplacedFileError(str(self.path)) from None
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise fsguard.ReplacedFileError(str(self.path))
 
     def _revision(self, incarnation: str, revision: int) -> str:
         return f"sqlite:{self._store_id}:{incarnation}:{revision}"
@@ -297,7 +351,11 @@ class SqliteBackend(BackendBase):
                 next_seq = stored[0]
             self._starts_at(session_id, first, next_seq)
             check_lock(
-                connection, session_id, self._tokens.get(session_id), stale_ms=self._stale_ms
+                connection,
+                session_id,
+                self._tokens.get(session_id),
+                host=self._host,
+                stale_ms=self._stale_ms,
             )
             if is_materialized:
                 connection.execute(
@@ -334,7 +392,11 @@ class SqliteBackend(BackendBase):
             start: int = stored[0]
             self._starts_at(session_id, closers[0]["seq"], start)
             check_lock(
-                connection, session_id, self._tokens.get(session_id), stale_ms=self._stale_ms
+                connection,
+                session_id,
+                self._tokens.get(session_id),
+                host=self._host,
+                stale_ms=self._stale_ms,
             )
             connection.executemany(_INSERT_ROW, [(session_id, *row) for row in rows])
             connection.execute(
@@ -360,10 +422,18 @@ class SqliteBackend(BackendBase):
     # ---- locks ---------------------------------------------------------------------------
 
     def _acquire_writer(self, connection: sqlite3.Connection, session_id: str) -> None:
-        token = uuid.uuid4().hex
+        token = new_token()
         self._transaction(
             connection,
-            partial(check_lock, connection, session_id, token, stale_ms=self._stale_ms),
+            partial(
+                check_lock,
+                connection,
+                session_id,
+                token,
+                acquire=True,
+                host=self._host,
+                stale_ms=self._stale_ms,
+            ),
         )
         self._tokens[session_id] = token
         if not self._heartbeat:

@@ -97,9 +97,6 @@ class FaultInjector:
         await self._enter_write()
         return await self.inner.commit_repair(meta, marker, closers)
 
-    async def store_identity(self) -> str:
-        return await self.inner.store_identity()
-
     async def lock_record(self, session_id: str) -> Owner | None:
         return await self.inner.lock_record(session_id)
 
@@ -120,6 +117,9 @@ class FaultInjector:
 
     async def owner(self, session_id: str) -> Owner | None:
         return await self.inner.owner(session_id)
+
+    async def store_identity(self) -> str:
+        return await self.inner.store_identity()
 
     async def aclose(self) -> None:
         await self.inner.aclose()
