@@ -166,7 +166,7 @@ class SqliteBackend(BackendBase):
 
     async def lock_record(self, session_id: str) -> Owner | None:
         """The holder the lock row records (a crashed writer's row stays until taken over)."""
-        return await self._run(recorded_holder, session_id)
+        return await self._run(recorded_holder, session_id, read=True)
 
     async def release_writer(self, session_id: str) -> None:
         """Delete this instance's lock row (no-op when not held)."""
