@@ -42,9 +42,13 @@ class ConfigError(PluginError):
 class ManifestError(FrameworkError):
     """A manifest or overlay file is malformed or names something that cannot be resolved."""
 
+    code = "MANIFEST_INVALID"
+
 
 class BootError(FrameworkError):
     """Booting a manifest left rows failed or still waiting for services."""
+
+    code = "BOOT_FAILED"
 
     def __init__(self, message: str, hints: tuple[str, ...] = ()) -> None:
         super().__init__(message)

@@ -11,7 +11,7 @@ from framework.errors import DshError
 class SessionPersistenceError(DshError, RuntimeError):
     """A persistence operation was refused or failed."""
 
-    code = "SESSION_PERSISTENCE"
+    code = "SESSION_STORAGE_FAILED"
 
 
 class SessionNotFoundError(SessionPersistenceError):

@@ -20,6 +20,8 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from framework import Context, Service
+from plugins.session import SessionStore
+from plugins.session.hooks import CREATED, DISPOSED, EVENT, FLUSH
 
 from .backend import JsonObject, Location, Owner, PersistenceBackend, SetAside, Snapshot
 from .config import Config
@@ -190,11 +192,11 @@ async def mount_persistence(
     await service.start()
     try:
         live = service._coordinator.live
-        ctx.on("session/created", live.on_created)
-        ctx.on("session/event", live.on_event)
-        ctx.on("session/flush", live.on_flush)
-        ctx.on("session/disposed", live.on_disposed)
-        sessions = ctx.get("sessions")
+        ctx.on(CREATED, live.on_created)
+        ctx.on(EVENT, live.on_event)
+        ctx.on(FLUSH, live.on_flush)
+        ctx.on(DISPOSED, live.on_disposed)
+        sessions = ctx.get(SessionStore)
         if sessions is not None:
             for session in sessions.list():
                 live.on_created(session)

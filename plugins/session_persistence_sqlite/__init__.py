@@ -25,6 +25,7 @@ __all__ = [
     "Config",
     "JournalMode",
     "SqliteBackend",
+    "aliases",
     "apply",
     "default_path",
     "inject",
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 name = SqliteBackend.name
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-session-persistence-sqlite"]
 inject = ["sessions"]
 
 
