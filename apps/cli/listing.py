@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugins.session_persistence import Owner, SessionPersistenceError, SessionPersistenceService
+from plugins.tool_approval import pending_questions
 
 from .states import STATES, State, state_of, title_of
 from .summary import last_turn_reason, turn_count
@@ -30,6 +31,8 @@ class SessionRow:
     running: Owner | None = None
     title: str | None = None
     state: State | None = None
+    #: Approval questions the session waits on (answered with `dsh approve` / `dsh deny`).
+    waiting: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` line."""
@@ -43,6 +46,7 @@ class SessionRow:
             "size": self.size,
             "title": self.title,
             "state": self.state,
+            "waitingApprovals": self.waiting,
         }
         if self.problem is not None:
             line["problem"] = self.problem
@@ -120,4 +124,5 @@ async def _row(persistence: SessionPersistenceService, header: dict[str, Any]) -
         running=owner,
         title=title_of(events),
         state=state_of(events, owner),
+        waiting=len(pending_questions(events)),
     )

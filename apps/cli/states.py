@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from plugins.session.repair import interrupted_turn_closers
 from plugins.session_persistence import Owner
+from plugins.tool_approval import pending_questions
 
 from .summary import last_turn_reason, message_text
 
@@ -22,24 +23,10 @@ STATES: tuple[State, ...] = ("running", "waiting", "interrupted", "idle")
 PREVIEW_CHARS = 60
 
 
-def pending_approvals(events: Sequence[Event]) -> list[str]:
-    """The ids of `approval/asked` questions no `approval/decided` answered, in order."""
-    asked: dict[str, None] = {}
-    for event in events:
-        data = event.get("data")
-        if not isinstance(data, dict):
-            continue
-        if event["type"] == "approval/asked":
-            asked[str(data.get("id"))] = None
-        elif event["type"] == "approval/decided":
-            asked.pop(str(data.get("id")), None)
-    return list(asked)
-
-
 def state_of(events: Sequence[Event], owner: Owner | None) -> State:
     """`waiting` (an approval is pending), `running` (another process holds it), `interrupted`
     (its last turn was cut short by a crash, repaired or not yet) or `idle`."""
-    if pending_approvals(events):
+    if pending_questions(events):
         return "waiting"
     if owner is not None:
         return "running"
