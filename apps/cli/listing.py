@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from plugins.session_persistence import Owner, SessionPersistenceError, SessionPersistenceService
 from plugins.tool_approval import pending_questions
 
+from .states import STATES, State, state_of, title_of
 from .summary import last_turn_reason, turn_count
 
 
@@ -28,6 +29,8 @@ class SessionRow:
     size: int | None = None
     problem: str | None = None
     running: Owner | None = None
+    title: str | None = None
+    state: State | None = None
     #: Approval questions the session waits on (answered with `dsh approve` / `dsh deny`).
     waiting: int = 0
 
@@ -41,6 +44,8 @@ class SessionRow:
             "lastReason": self.last_reason,
             "events": self.events,
             "size": self.size,
+            "title": self.title,
+            "state": self.state,
             "waitingApprovals": self.waiting,
         }
         if self.problem is not None:
@@ -69,42 +74,55 @@ def _size(persistence: SessionPersistenceService, header: dict[str, Any]) -> int
 async def session_rows(
     persistence: SessionPersistenceService,
     progress: Callable[[int], Callable[[], None]] | None = None,
+    *,
+    limit: int | None = None,
+    states: Collection[State] = STATES,
 ) -> list[SessionRow]:
-    """Summaries of every stored session, newest first, read with the non-mutating inspect.
+    """Summaries of the stored sessions, newest first, read with the non-mutating inspect:
+    at most `limit` of them, only those in `states` (a log that cannot be read is listed only
+    when no state is asked for).
 
-    `progress(total)` returns the callback advanced once per session.
+    `progress(total)` returns the callback advanced once per session read.
     """
-    headers = await persistence.list()
+    headers = sorted(await persistence.list(), key=lambda h: (h["createdAt"], h["id"]))
+    headers.reverse()
+    every = set(states) >= set(STATES)
+    if every and limit is not None:
+        headers = headers[:limit]
     advance = progress(len(headers)) if progress is not None else None
-    rows = []
-    for header in sorted(headers, key=lambda h: (h["createdAt"], h["id"]), reverse=True):
-        base = {"id": header["id"], "created_at": header["createdAt"], "cwd": header.get("cwd")}
-        if "problem" in header:  # a stored entry the backend refuses (docs/storage-safety.md)
-            rows.append(SessionRow(**base, problem=str(header["problem"])))
-            if advance is not None:
-                advance()
-            continue
-        try:
-            owner = await persistence.owner(header["id"])
-            events = (
-                await persistence.read_from(header["id"], 0)
-                if owner is not None
-                else (await persistence.inspect(header["id"])).events
-            )
-        except SessionPersistenceError as error:
-            rows.append(SessionRow(**base, problem=str(error)))
-        else:
-            rows.append(
-                SessionRow(
-                    **base,
-                    turns=turn_count(events),
-                    last_reason=None if owner is not None else last_turn_reason(events),
-                    events=len(events),
-                    size=_size(persistence, header),
-                    running=owner,
-                    waiting=len(pending_questions(events)),
-                )
-            )
+    rows: list[SessionRow] = []
+    for header in headers:
+        if limit is not None and len(rows) >= limit:
+            break
+        row = await _row(persistence, header)
+        if every or row.state in states:
+            rows.append(row)
         if advance is not None:
             advance()
     return rows
+
+
+async def _row(persistence: SessionPersistenceService, header: dict[str, Any]) -> SessionRow:
+    base = {"id": header["id"], "created_at": header["createdAt"], "cwd": header.get("cwd")}
+    if "problem" in header:  # a stored entry the backend refuses (docs/storage-safety.md)
+        return SessionRow(**base, problem=str(header["problem"]))
+    try:
+        owner = await persistence.owner(header["id"])
+        events = (
+            await persistence.read_from(header["id"], 0)
+            if owner is not None
+            else (await persistence.inspect(header["id"])).events
+        )
+    except SessionPersistenceError as error:
+        return SessionRow(**base, problem=str(error))
+    return SessionRow(
+        **base,
+        turns=turn_count(events),
+        last_reason=None if owner is not None else last_turn_reason(events),
+        events=len(events),
+        size=_size(persistence, header),
+        running=owner,
+        title=title_of(events),
+        state=state_of(events, owner),
+        waiting=len(pending_questions(events)),
+    )

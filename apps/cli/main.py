@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, NoReturn, cast
 
 import anyio
 import typer
@@ -18,10 +19,11 @@ from plugins.session.jsonutil import dumps
 from plugins.session_persistence import SessionLog
 from plugins.tool_approval import Answer
 
-from . import approving, checking, listing, plugin_list, runner
+from . import approving, checking, listing, plugin_list, runner, transcript
 from .console import Consoles, consoles, setup_logging, silence_stdout
 from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError, report
 from .paths import default_manifest
+from .states import STATES, State
 from .summary import reason_text
 from .timeline import Timeline, stamp, storage_notes
 from .views import HumanView, JsonView, RunView
@@ -222,11 +224,29 @@ def deny(
 
 @app.command()
 def sessions(
-    config: Manifest = None, patch: Patches = None, json: Json = False, debug: Debug = False
+    config: Manifest = None,
+    patch: Patches = None,
+    json: Json = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", metavar="N", min=0, help="At most N sessions.")
+    ] = None,
+    state: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--state",
+            metavar="STATE",
+            help="Only sessions in this state: running, waiting, interrupted, idle (repeatable).",
+        ),
+    ] = None,
+    debug: Debug = False,
 ) -> None:
-    """List stored sessions, newest first."""
+    """List stored sessions, newest first, with their title (or first prompt) and state."""
 
     async def work() -> int:
+        states = tuple(state or STATES)
+        for name in states:
+            if name not in STATES:
+                raise CliError(f"--state: {name!r} is not one of {', '.join(STATES)}", USAGE)
         shown = consoles()
         with ExitStack() as stack:
 
@@ -238,7 +258,12 @@ def sessions(
                 return lambda: bar.advance(task)
 
             async with boot(config or default_manifest(), patch or []) as ctx:
-                rows = await listing.session_rows(runner.persistence_of(ctx), progress)
+                rows = await listing.session_rows(
+                    runner.persistence_of(ctx),
+                    progress,
+                    limit=limit,
+                    states=cast("tuple[State, ...]", states),
+                )
         if json:
             for row in rows:
                 print(dumps(row.to_json()))
@@ -254,7 +279,7 @@ def _session_table(shown: Consoles, rows: list[listing.SessionRow]) -> None:
         shown.deco.print("no sessions stored")
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("id", "created", "turns", "last turn", "events", "size"):
+    for column in ("id", "created", "turns", "last turn", "events", "size", "state", "title"):
         table.add_column(
             column, justify="right" if column in ("turns", "events", "size") else "left"
         )
@@ -272,6 +297,8 @@ def _session_table(shown: Consoles, rows: list[listing.SessionRow]) -> None:
             last,
             str(row.events),
             size,
+            row.state or "-",
+            row.title or "-",
             style=style,
         )
     shown.out.print(table)
@@ -289,9 +316,15 @@ def show(
         ),
     ] = False,
     raw: Annotated[bool, typer.Option("--raw", help="The stored artifact verbatim.")] = False,
+    messages: Annotated[
+        bool,
+        typer.Option(
+            "--messages", help="The transcript the model receives next (with --json: one object)."
+        ),
+    ] = False,
     debug: Debug = False,
 ) -> None:
-    """Show a session's timeline (read-only: nothing is repaired or written)."""
+    """Show a session's timeline and token usage (read-only: nothing is repaired or written)."""
 
     async def work() -> int:
         async with boot(config or default_manifest(), patch or []) as ctx:
@@ -308,6 +341,14 @@ def show(
             if owner is not None:  # its open turn is live, not interrupted: nothing to repair
                 log = SessionLog(log.header, stored, log.torn_bytes, log.set_aside)
             location = persistence.locate(log.header)
+        if messages:
+            if json:
+                print(dumps(transcript.transcript_json(session_id, log.events)))
+            else:
+                consoles().out.print(
+                    "\n".join(transcript.transcript_lines(log.events)), markup=False
+                )
+            return OK
         if json:
             for event in log.events:
                 print(dumps(event))
@@ -318,6 +359,8 @@ def show(
         notes = storage_notes(log, owner, None if location is None else location.path)
         for line in (*timeline.header(log.header), *notes, *timeline.lines()):
             out.print(line)
+        for text in transcript.usage_of(log.events).lines():
+            out.print(text, markup=False, highlight=False)
         return OK
 
     _execute(debug, work, json=json)
@@ -366,6 +409,228 @@ def plugins(json: Json = False, debug: Debug = False) -> None:
         return failed
 
     _execute(debug, work, json=json)
+
+
+@app.command()
+def fork(
+    session_id: SessionId,
+    at: Annotated[
+        int | None, typer.Option("--at", metavar="SEQ", help="Fork after this seq (inclusive).")
+    ] = None,
+    turn: Annotated[
+        int | None, typer.Option("--turn", metavar="N", help="Fork at the end of turn N.")
+    ] = None,
+    new_id: Annotated[
+        str | None, typer.Option("--as", metavar="NEW_ID", help="The new session's id.")
+    ] = None,
+    config: Manifest = None,
+    patch: Patches = None,
+    json: Json = False,
+    debug: Debug = False,
+) -> None:
+    """Start a new session from a stored one at a turn boundary; list the calls that ran after."""
+
+    async def work() -> int:
+        from .forking import fork as make_fork
+
+        async with boot(config or default_manifest(), patch or []) as ctx:
+            made = await make_fork(ctx, session_id, at=at, turn=turn, new_id=new_id)
+        if json:
+            print(dumps(made.to_json()))
+        else:
+            for line in made.lines():
+                print(line)
+        return OK
+
+    _execute(debug, work, json=json)
+
+
+@app.command()
+def doctor(
+    session_id: Annotated[
+        str | None, typer.Argument(metavar="[ID]", help="The session to check.")
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="Check every stored session.")] = False,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Make the safe repairs (after a backup copy).")
+    ] = False,
+    config: Manifest = None,
+    patch: Patches = None,
+    json: Json = False,
+    debug: Debug = False,
+) -> None:
+    """Check session logs (read-only); --apply makes only the repairs a load makes."""
+
+    async def work() -> int:
+        from . import doctor as checks
+
+        if (session_id is None) == (not every):
+            raise CliError("name one session (ID) or pass --all", USAGE)
+        async with boot(config or default_manifest(), patch or []) as ctx:
+            persistence = runner.persistence_of(ctx)
+            ids = [session_id] if session_id else [h["id"] for h in await persistence.list()]
+            findings = [f for i in ids for f in await checks.examine(persistence, i)]
+            repaired = []
+            if apply:
+                for target in dict.fromkeys(f.session_id for f in findings if f.repairable):
+                    repaired.append(await checks.repair(persistence, target))
+                findings = [f for i in ids for f in await checks.examine(persistence, i)]
+        for repair in repaired:
+            if json:
+                print(dumps(repair.to_json()))
+            else:
+                print("\n".join(repair.lines()))
+        for finding in findings:
+            print(dumps(finding.to_json()) if json else finding.line())
+        if json:
+            print(dumps(checks.summary_json(len(ids), findings)))
+        elif not findings:
+            print(f"ok: {len(ids)} session(s) checked, nothing found")
+        return FAILED if findings else OK
+
+    _execute(debug, work, json=json)
+
+
+@app.command()
+def rm(
+    session_ids: Annotated[list[str], typer.Argument(metavar="ID...", help="The sessions.")],
+    config: Manifest = None,
+    patch: Patches = None,
+    json: Json = False,
+    debug: Debug = False,
+) -> None:
+    """Delete stored sessions (one another process runs is refused)."""
+
+    async def work() -> int:
+        async with boot(config or default_manifest(), patch or []) as ctx:
+            persistence = runner.persistence_of(ctx)
+            for target in session_ids:
+                await persistence.delete(target)
+                print(
+                    dumps({"type": "removed", "sessionId": target}) if json else f"removed {target}"
+                )
+        return OK
+
+    _execute(debug, work, json=json)
+
+
+@app.command()
+def prune(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than", metavar="DURATION", help="Last active longer ago (e.g. 30d, 12h)."
+        ),
+    ],
+    keep: Annotated[
+        int, typer.Option("--keep", metavar="N", min=0, help="Always keep the N newest.")
+    ] = 0,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only say what would go.")] = False,
+    config: Manifest = None,
+    patch: Patches = None,
+    json: Json = False,
+    debug: Debug = False,
+) -> None:
+    """Delete sessions idle for longer than DURATION; never a running or waiting one."""
+
+    async def work() -> int:
+        from . import removal
+
+        window = removal.parse_duration(older_than)
+        now = time.time_ns() // 1_000_000
+        async with boot(config or default_manifest(), patch or []) as ctx:
+            decisions = await removal.prune(
+                runner.persistence_of(ctx),
+                older_than_ms=window,
+                keep=keep,
+                dry_run=dry_run,
+                now_ms=now,
+            )
+        for decision in decisions:
+            print(dumps(decision.to_json()) if json else decision.text(now))
+        return FAILED if any(d.action == "failed" for d in decisions) else OK
+
+    _execute(debug, work, json=json)
+
+
+@app.command()
+def copy(
+    source: Annotated[
+        Path,
+        typer.Option("--from", metavar="MANIFEST_OR_OVERLAY", help="Where the sessions are."),
+    ],
+    target: Annotated[
+        Path,
+        typer.Option("--to", metavar="MANIFEST_OR_OVERLAY", help="Where they are copied to."),
+    ],
+    session_ids: Annotated[
+        list[str] | None, typer.Argument(metavar="[ID...]", help="The sessions.")
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="Copy every stored session.")] = False,
+    json: Json = False,
+    debug: Debug = False,
+) -> None:
+    """Copy sessions between backends, event for event (an overlay patches the default)."""
+
+    async def work() -> int:
+        from . import copying
+
+        if every and session_ids:
+            raise CliError("name sessions (ID...) or pass --all, not both", USAGE)
+        async with copying.booted(source) as a, copying.booted(target) as b:
+            src, dst = runner.persistence_of(a), runner.persistence_of(b)
+            await copying.check_distinct(src, dst)
+            done = await copying.copy_sessions(src, dst, None if every else session_ids or [])
+        for item in done:
+            print(dumps(item.to_json()) if json else item.text())
+        return FAILED if any(item.problem for item in done) else OK
+
+    _execute(debug, work, json=json)
+
+
+@app.command()
+def export(
+    session_id: SessionId,
+    html: Annotated[
+        Path | None, typer.Option("--html", metavar="FILE", help="Write a self-contained page.")
+    ] = None,
+    jsonl: Annotated[
+        Path | None,
+        typer.Option(
+            "--jsonl", metavar="FILE", help="Write the stored log as JSONL (- for stdout)."
+        ),
+    ] = None,
+    config: Manifest = None,
+    patch: Patches = None,
+    debug: Debug = False,
+) -> None:
+    """Export a session: an HTML timeline readable offline, or its JSONL lines."""
+
+    async def work() -> int:
+        from . import export as exporting
+
+        if (html is None) == (jsonl is None):
+            raise CliError("pass one of --html FILE or --jsonl FILE", USAGE)
+        async with boot(config or default_manifest(), patch or []) as ctx:
+            persistence = runner.persistence_of(ctx)
+            stored = await persistence.read_from(session_id, 0)
+            log = await persistence.inspect(session_id)
+            if await persistence.owner(session_id) is not None:
+                log = SessionLog(log.header, stored, log.torn_bytes, log.set_aside)
+        if html is not None:
+            html.write_text(exporting.html_page(log.header, log.events, len(stored)), "utf-8")
+            print(f"wrote {html}")
+            return OK
+        assert jsonl is not None
+        text = "".join(line + "\n" for line in exporting.jsonl_lines(log.header, stored))
+        if str(jsonl) == "-":
+            sys.stdout.write(text)
+        else:
+            jsonl.write_text(text, "utf-8")
+            print(f"wrote {jsonl}", file=sys.stderr)
+        return OK
+
+    _execute(debug, work)
 
 
 from . import tools_command  # noqa: E402 - it reuses the options defined above

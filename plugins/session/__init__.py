@@ -20,7 +20,7 @@ from .events import (
 from .messages import derive_messages
 from .repair import interrupted_turn_closers
 from .session import Session, now_ms
-from .store import SessionForkError, SessionStore
+from .store import SessionForkError, SessionStore, fork_seed
 
 if TYPE_CHECKING:
     from framework import Context
@@ -39,6 +39,7 @@ __all__ = [
     "aliases",
     "apply",
     "derive_messages",
+    "fork_seed",
     "interrupted_turn_closers",
     "name",
     "now_ms",

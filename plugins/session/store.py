@@ -21,7 +21,7 @@ from .session import Clock, Session, _background, logger, now_ms
 if TYPE_CHECKING:
     from framework import Context
 
-__all__ = ["SessionForkError", "SessionStore"]
+__all__ = ["SessionForkError", "SessionStore", "fork_seed"]
 
 Listener = Callable[..., Any]
 
@@ -35,6 +35,39 @@ class SessionForkError(RuntimeError):
     def __init__(self, message: str, code: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def fork_seed(
+    source_id: str,
+    header: Mapping[str, Any],
+    events: builtins.list[Event],
+    boundary: int | None = None,
+) -> tuple[builtins.list[Event], dict[str, Any]]:
+    """The seed and meta of a fork of `source_id` (its `header` and `events`) at `boundary`
+    (inclusive, default the last seq): raises `SessionForkError` (`INVALID_BOUNDARY`,
+    `OPEN_TURN`) for a boundary that is not a seq or ends inside an open turn."""
+    last = len(events) - 1
+    if boundary is None:
+        boundary = last
+    if type(boundary) is not int or not 0 <= boundary <= last:
+        raise SessionForkError(
+            f'fork boundary {boundary!r} is not a seq of session "{source_id}" (0..{last})',
+            "INVALID_BOUNDARY",
+        )
+    seed = events[: boundary + 1]
+    closers = interrupted_turn_closers(seed)
+    if closers:
+        turn = closers[-1]["data"]["turn"]
+        raise SessionForkError(
+            f'fork boundary {boundary} in session "{source_id}" ends inside open turn {turn}',
+            "OPEN_TURN",
+        )
+    meta: dict[str, Any] = {}
+    if "cwd" in header:
+        meta["cwd"] = header["cwd"]
+    meta["parentSession"] = source_id
+    meta["seedLength"] = boundary + 1
+    return seed, meta
 
 
 class _Entry:
@@ -236,30 +269,9 @@ class SessionStore(Service):
             raise SessionForkError(
                 f'session "{source_id}" is not live in this store', "SESSION_NOT_LIVE"
             )
-        events = parent.events
-        last = len(events) - 1
-        if boundary is None:
-            boundary = last
-        if type(boundary) is not int or not 0 <= boundary <= last:
-            raise SessionForkError(
-                f'fork boundary {boundary!r} is not a seq of session "{source_id}" (0..{last})',
-                "INVALID_BOUNDARY",
-            )
-        seed: builtins.list[Event] = events[: boundary + 1]
-        closers = interrupted_turn_closers(seed)
-        if closers:
-            turn = closers[-1]["data"]["turn"]
-            raise SessionForkError(
-                f'fork boundary {boundary} in session "{source_id}" ends inside open turn {turn}',
-                "OPEN_TURN",
-            )
+        seed, meta = fork_seed(source_id, parent.header, parent.events, boundary)
         if id is not None and id in self._live:
             raise SessionForkError(f'session "{id}" already exists', "SESSION_ALREADY_EXISTS")
-        meta: dict[str, Any] = {}
-        if "cwd" in parent.header:
-            meta["cwd"] = parent.header["cwd"]
-        meta["parentSession"] = source_id
-        meta["seedLength"] = boundary + 1
         return self.create(id, seed=seed, meta=meta)
 
     async def flush(self, session: Session | str) -> bool:

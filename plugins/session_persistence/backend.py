@@ -104,6 +104,11 @@ class PersistenceBackend(Protocol):
         re-append what it recovered, then append `closers`; durable on return. Returns where the
         cut bytes were kept (None when nothing was cut)."""
 
+    async def delete_stored(self, session_id: str) -> bool:
+        """Remove everything stored for `session_id` (events, header, what repairs set aside);
+        False when nothing was stored. Runs under the writer lock the coordinator took, so a
+        session another process holds is refused with `SessionLockedError` before this."""
+
     async def list(self) -> list[JsonObject]:
         """Headers of every materialized session."""
 
@@ -120,6 +125,11 @@ class PersistenceBackend(Protocol):
     async def owner(self, session_id: str) -> Owner | None:
         """The live writer holding `session_id`'s lock in another process or instance, or None
         when the lock is free (or held by this instance); reads only, takes nothing."""
+
+    async def lock_record(self, session_id: str) -> Owner | None:
+        """The holder the lock storage records for `session_id`, whether or not it still holds
+        the lock (a crashed writer's record stays until the next writer replaces it); None when
+        nothing is recorded or the engine's lock cannot outlive its holder."""
 
     async def store_identity(self) -> str:
         """The store's random id, created once with the store and kept in it (stable across

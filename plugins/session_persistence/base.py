@@ -9,7 +9,7 @@ import builtins
 from types import TracebackType
 from typing import Self
 
-from .backend import JsonObject, Snapshot
+from .backend import JsonObject, Owner, Snapshot
 from .errors import SessionPersistenceError
 
 #: The refusal of a backend whose storage is not one artifact per session.
@@ -32,6 +32,10 @@ class BackendBase:
     async def read_raw(self, session_id: str) -> bytes:
         """Refused unless the backend keeps one artifact per session."""
         raise SessionPersistenceError(NO_RAW_ARTIFACTS)
+
+    async def lock_record(self, session_id: str) -> Owner | None:
+        """None: the engine's lock dies with its holder and leaves no record behind."""
+        return None
 
     async def aclose(self) -> None:
         """Release every lock and resource."""

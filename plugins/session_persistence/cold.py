@@ -281,6 +281,26 @@ class ColdStore:
             entry.reserved = preparation
             return preparation
 
+    async def delete(self, session_id: str) -> None:
+        """Remove a stored session under its writer lock: refused while this process runs it
+        live or holds its preparation, and (`SessionLockedError`) while another process does."""
+        await self.table.wait_retirement(session_id)
+        async with self.table.ticket(session_id):
+            entry = self.table.entries.get(session_id)
+            if self.table.live(session_id) is not None or (
+                entry is not None and entry.reserved is not None
+            ):
+                raise SessionPersistenceError(
+                    f'cannot delete session "{session_id}" while it is live in this process'
+                )
+            delete = partial(self.backend.delete_stored, session_id)
+            deleted = await self.locks.locked(session_id, delete)
+            self.table.entries.pop(session_id, None)
+            self.table.set_aside.pop(session_id, None)
+            self.forget(session_id)
+        if not deleted:
+            raise SessionNotFoundError(session_id)
+
     async def read_from(self, session_id: str, from_seq: object) -> list[JsonObject]:
         """The stored events from `from_seq` on: no closers, no torn bytes, `[]` past the end."""
         if not is_safe_count(from_seq):

@@ -59,6 +59,9 @@ class Coordinator:
     async def read_from(self, session_id: str, from_seq: object) -> list[JsonObject]:
         return await self.cold.read_from(session_id, from_seq)
 
+    async def delete(self, session_id: str) -> None:
+        await self.cold.delete(session_id)
+
     async def headers(self) -> list[JsonObject]:
         return await self.cold.headers()
 

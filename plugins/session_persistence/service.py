@@ -122,6 +122,12 @@ class SessionPersistenceService(Service):
         """The stored events from `from_seq` on (`[]` past the end)."""
         return await self._coordinator.read_from(session_id, from_seq)
 
+    async def delete(self, session_id: str) -> None:
+        """Remove a stored session (events, header, bytes repairs set aside). Refused while it
+        is live here, `SessionLockedError` while another process runs it, `SessionNotFoundError`
+        when nothing is stored."""
+        await self._coordinator.delete(session_id)
+
     async def list(self) -> list[JsonObject]:
         """Headers of the materialized sessions, ordered by `(createdAt, id)`."""
         return await self._coordinator.headers()
@@ -139,6 +145,16 @@ class SessionPersistenceService(Service):
         """The live writer running `session_id` in another process (pid and host), or None
         when no other writer holds it; reads only."""
         return await self._coordinator.owner(session_id)
+
+    async def stale_lock(self, session_id: str) -> Owner | None:
+        """The holder a lock record names although nobody holds the lock any more (a writer
+        that died), or None; the next writer takes such a lock over. Reads only."""
+        if self._coordinator.locks.holds(session_id):
+            return None
+        record = await self.backend.lock_record(session_id)
+        if record is None or await self.owner(session_id) is not None:
+            return None
+        return record
 
     async def identity(self) -> str:
         """The store's random id, persisted once in the store (see `PersistenceBackend`)."""

@@ -182,6 +182,11 @@ class JsonlBackend(BackendBase):
         """Headers with revisions, by `(createdAt, id)`."""
         return await self._run(self._list_snapshots)
 
+    async def delete_stored(self, session_id: str) -> bool:
+        """Remove the session's directory: the log first (from then on nothing is stored), then
+        the bytes repairs set aside and the lock; files this backend did not write stay."""
+        return await self._run(self._delete_stored, session_id)
+
     async def acquire_writer(self, session_id: str) -> None:
         """Bind `session_id` to this instance; lock it now if its directory exists, else when
         its log is created (before the link)."""
@@ -658,6 +663,23 @@ class JsonlBackend(BackendBase):
                 continue
             self._io.fsync_dir(os.path.dirname(path))
         fsguard.check_path(str(self.root), directory, leaf_is_dir=True)
+
+    def _delete_stored(self, session_id: str) -> bool:
+        path = self._lookup(session_id)
+        if path is None:
+            return False
+        directory = os.path.dirname(path)
+        os.unlink(path)
+        self._io.fsync_dir(directory)
+        self._sizes.pop(session_id, None)
+        for kept in _set_aside_beside(path):
+            os.unlink(kept.path)
+        with suppress(FileNotFoundError):
+            os.unlink(os.path.join(directory, LOCK_NAME))
+        with suppress(OSError):  # not empty: someone else's files stay, and so does the folder
+            os.rmdir(directory)
+            self._io.fsync_dir(os.path.dirname(directory))
+        return True
 
     def _drop(self, owner: _Owner) -> None:
         if owner.fd >= 0:

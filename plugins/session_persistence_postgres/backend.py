@@ -355,6 +355,19 @@ class PostgresBackend(BackendBase):
         await self._transaction(session_id, repair, first=False)
         return None
 
+    async def delete_stored(self, session_id: str) -> bool:
+        """Delete the session row (its events go with it) in one transaction under the lock."""
+        if await self.read_stored_revision(session_id) is None:
+            return False
+
+        async def delete(conn: Connection, state: tuple[int, int] | None) -> int:
+            await conn.execute(self._sql.delete_session, (session_id,))
+            return 0
+
+        await self._transaction(session_id, delete, first=False)
+        self._seen.pop(session_id, None)
+        return True
+
     async def _insert(
         self,
         conn: Connection,
@@ -562,6 +575,13 @@ class PostgresBackend(BackendBase):
         params = {"id": session_id, **self._lock_params(session_id)}
         async with self._connection(f'reading the owner of session "{session_id}"') as conn:
             cursor = await conn.execute(self._sql.owner, params)
+            row = await cursor.fetchone()
+        return None if row is None else Owner(row[0], row[1])
+
+    async def lock_record(self, session_id: str) -> Owner | None:
+        """The owner row (a crashed writer's row stays: the server freed only its lock)."""
+        async with self._connection(f'reading the owner of session "{session_id}"') as conn:
+            cursor = await conn.execute(self._sql.owner_record, (session_id,))
             row = await cursor.fetchone()
         return None if row is None else Owner(row[0], row[1])
 

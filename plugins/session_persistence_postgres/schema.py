@@ -155,6 +155,8 @@ class Statements:
             """UPDATE {s}.dsh_sessions SET next_seq = %s, revision = revision + 1
             WHERE id = %s"""
         )
+        self.owner_record = q("SELECT pid, host FROM {s}.dsh_session_owners WHERE session_id = %s")
+        self.delete_session = q("DELETE FROM {s}.dsh_sessions WHERE id = %s")
         self.truncate = q("DELETE FROM {s}.dsh_events WHERE session_id = %s AND seq >= %s")
         self.read_session = q(
             "SELECT " + _HEADER + ", incarnation, revision, next_seq "

@@ -51,6 +51,7 @@ from .locks import (
     live_holder,
     new_token,
     now_ms,
+    recorded_holder,
 )
 from .rows import Row, encode_rows, scan
 
@@ -147,6 +148,10 @@ class SqliteBackend(BackendBase):
         """Headers with revisions, by `(createdAt, id)`."""
         return await self._run(self._list_snapshots, read=True) or []
 
+    async def delete_stored(self, session_id: str) -> bool:
+        """Delete the session row (its events go with it) in one transaction under the lock."""
+        return await self._run(self._delete_stored, session_id)
+
     async def acquire_writer(self, session_id: str) -> None:
         """Insert (or take over a dead holder's) lock row; re-entrant per instance."""
         if session_id not in self._tokens:
@@ -158,6 +163,10 @@ class SqliteBackend(BackendBase):
         if session_id in self._tokens:
             return None
         return await self._run(live_holder, session_id, self._stale_ms, read=True)
+
+    async def lock_record(self, session_id: str) -> Owner | None:
+        """The holder the lock row records (a crashed writer's row stays until taken over)."""
+        return await self._run(recorded_holder, session_id, read=True)
 
     async def release_writer(self, session_id: str) -> None:
         """Delete this instance's lock row (no-op when not held)."""
@@ -397,6 +406,18 @@ class SqliteBackend(BackendBase):
             return start + count
 
         self._seen[session_id] = self._transaction(connection, write)
+
+    def _delete_stored(self, connection: sqlite3.Connection, session_id: str) -> bool:
+        def write() -> bool:
+            check_schema(connection, self.path)
+            check_lock(
+                connection, session_id, self._tokens.get(session_id), stale_ms=self._stale_ms
+            )
+            cursor = connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            return cursor.rowcount > 0
+
+        self._seen.pop(session_id, None)
+        return self._transaction(connection, write)
 
     # ---- locks ---------------------------------------------------------------------------
 

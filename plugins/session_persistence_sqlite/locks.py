@@ -86,6 +86,14 @@ def live_holder(connection: sqlite3.Connection, session_id: str, stale_ms: int) 
     return Owner(row[1], row[2])
 
 
+def recorded_holder(connection: sqlite3.Connection, session_id: str) -> Owner | None:
+    """The holder `session_id`'s lock row records, live or not; None without a row."""
+    row = connection.execute(
+        "SELECT pid, host FROM session_locks WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return None if row is None else Owner(row[0], row[1])
+
+
 def check_lock(
     connection: sqlite3.Connection,
     session_id: str,

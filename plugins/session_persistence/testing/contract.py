@@ -59,6 +59,7 @@ from ..backend import JsonObject, Owner, PersistenceBackend
 from ..errors import (
     SessionFormatUnsupportedError,
     SessionLockedError,
+    SessionNotFoundError,
     SessionPersistenceCorruptionError,
     SessionPersistenceError,
     StaleWriterError,
@@ -894,3 +895,47 @@ class BackendContract:
                 "delegationDepth": header.get("delegationDepth", 0),
             }
             assert texts(inspected.events[: len(events)]) == texts(events)
+
+    # delete --------------------------------------------------------------------------------------
+
+    async def test_delete_removes_the_session_and_frees_its_id(
+        self, harness: BackendHarness
+    ) -> None:
+        async with running(harness.new_backend()) as w:
+            await store(w, "gone", complete_turn(0))
+            await store(w, "kept", complete_turn(0))
+            await w.service.delete("gone")
+            assert [h["id"] for h in await w.service.list()] == ["kept"]
+            with pytest.raises(SessionNotFoundError):
+                await w.service.delete("gone")
+        async with running(harness.new_backend()) as w:
+            assert await w.backend.read_stored_revision("gone") is None
+            with pytest.raises(SessionNotFoundError):
+                await w.service.read_from("gone", 0)
+            await store(w, "gone", complete_turn(0))  # the id is free again
+            assert len(await w.service.read_from("gone", 0)) == len(complete_turn(0))
+            assert len(await w.service.read_from("kept", 0)) == len(complete_turn(0))
+
+    async def test_delete_refuses_a_session_live_here_or_elsewhere(
+        self, harness: BackendHarness
+    ) -> None:
+        async with (
+            running(harness.new_backend()) as first,
+            running(harness.new_backend()) as second,
+        ):
+            session = first.sessions.create("live", seed=[], meta={"cwd": CWD})
+            replay(session, open_step_turn(1))
+            await first.sessions.flush(session)
+            with pytest.raises(SessionPersistenceError) as here:
+                await first.service.delete("live")
+            assert str(here.value) == (
+                'cannot delete session "live" while it is live in this process'
+            )
+            before = await second.backend.read_stored_revision("live")
+            with pytest.raises(SessionLockedError):
+                await second.service.delete("live")
+            assert await second.backend.read_stored_revision("live") == before
+            first.sessions.dispose(session)
+            await first.service.read_from("live", 0)  # waits for the retirement
+            await second.service.delete("live")
+            assert await first.backend.read_stored_revision("live") is None

@@ -97,6 +97,12 @@ class FaultInjector:
         await self._enter_write()
         return await self.inner.commit_repair(meta, marker, closers)
 
+    async def lock_record(self, session_id: str) -> Owner | None:
+        return await self.inner.lock_record(session_id)
+
+    async def delete_stored(self, session_id: str) -> bool:
+        return await self.inner.delete_stored(session_id)
+
     async def list(self) -> builtins.list[JsonObject]:
         return await self.inner.list()
 

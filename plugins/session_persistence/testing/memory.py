@@ -121,6 +121,11 @@ class MemoryBackend(BackendBase):
         log.revision = next(_revisions)
         self._seen[session_id] = len(log.lines)
 
+    async def delete_stored(self, session_id: str) -> bool:
+        self._check_lock(session_id)
+        self._seen.pop(session_id, None)
+        return self.storage.logs.pop(session_id, None) is not None
+
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
     ) -> SetAside | None:
