@@ -1,7 +1,8 @@
 """The JSONL storage engine: one append-only log file per session (spec 02 §5, §6).
 
-All file I/O is synchronous and runs in worker threads (`anyio.to_thread.run_sync`); the
-coordinator never overlaps two calls for one id, so per-id state needs no further locking.
+All file I/O is synchronous and runs off the loop, on the backend's I/O thread (or a worker
+thread while that one is busy: `offload.IoThread`); the coordinator never overlaps two calls for
+one id, so per-id state needs no further locking.
 
 Format versions: a header whose `version` is not 0 is returned as is, with no events decoded
 and no shape check, so the coordinator refuses it with the spec's `SessionFormatUnsupportedError`
@@ -19,11 +20,9 @@ import secrets
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, TypeVar
-
-import anyio.to_thread
 
 from plugins.session.events import HEADER_KEYS
 from plugins.session.jsonutil import dumps
@@ -32,6 +31,7 @@ from plugins.session_persistence.errors import (
     SessionPersistenceError,
     StaleWriterError,
 )
+from plugins.session_persistence.offload import IoThread
 from plugins.session_persistence.packing import encode_records
 
 from . import frames
@@ -128,6 +128,7 @@ class JsonlBackend:
         self.compression: Final[Compression] = compression
         self.pack_chunks: Final = pack_chunks
         self._io = fileops or FileOps()
+        self._thread = IoThread(f"dsh-jsonl {root}", overflow=True)
         self._log_name = log_name(compression)
         self._other_name = log_name("none" if compression == "zstd" else "zstd")
         self._owners: dict[str, _Owner] = {}
@@ -199,7 +200,7 @@ class JsonlBackend:
     # ---- layout --------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await anyio.to_thread.run_sync(partial(fn, *args))
+        return await self._thread.run(fn, *args)
 
     def _path(self, meta: JsonObject) -> str:
         return _log_path(str(self.root), meta.get("cwd"), meta["id"], self._log_name)

@@ -1,10 +1,10 @@
 """The SQLite storage engine: every session in one database file (spec 02 §7).
 
 Threading: the stdlib `sqlite3` connection is used by one thread at a time. Every operation
-(row encoding included) runs in an anyio worker thread (`anyio.to_thread.run_sync`) behind a
-`CapacityLimiter(1)`, so the event loop never blocks, callers queue in async land, and asyncio
-and trio behave alike; the connection is opened with `check_same_thread=False` because the pool
-may hand out a different thread between calls. A `threading.Lock` serializes those calls with
+(row encoding included) runs on the backend's long-lived I/O thread (`offload.IoThread`), one
+call at a time in submission order, so the event loop never blocks and asyncio and trio behave
+alike; the connection is opened with `check_same_thread=False` because that thread is replaced
+after an idle spell. A `threading.Lock` serializes those calls with
 the lock heartbeat thread. Cancelling a caller never abandons a running statement (the worker
 finishes its transaction first).
 """
@@ -28,6 +28,7 @@ import anyio.to_thread
 from plugins.session.events import HEADER_KEYS
 from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
 from plugins.session_persistence.errors import SessionPersistenceError, StaleWriterError
+from plugins.session_persistence.offload import IoThread
 
 from .database import JournalMode, check_schema, open_database
 from .locks import HEARTBEAT_S, STALE_MS, Heartbeat, check_lock, now_ms
@@ -100,7 +101,7 @@ class SqliteBackend:
         self._connection: sqlite3.Connection | None = None
         self._store_id = ""
         self._mutex = threading.Lock()
-        self._limiters: list[anyio.CapacityLimiter] = []
+        self._thread = IoThread(f"dsh-sqlite {path}")
         self._heartbeat: list[Heartbeat] = []
         #: session id -> the lock token this instance holds.
         self._tokens: dict[str, str] = {}
@@ -181,12 +182,8 @@ class SqliteBackend:
     # ---- plumbing ------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(connection, *args)` in a worker thread, one call at a time."""
-        if not self._limiters:
-            self._limiters.append(anyio.CapacityLimiter(1))
-        return await anyio.to_thread.run_sync(
-            partial(self._call, fn, *args), limiter=self._limiters[0]
-        )
+        """Run `fn(connection, *args)` on the backend's I/O thread, one call at a time."""
+        return await self._thread.run(self._call, fn, *args)
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         with self._mutex:
