@@ -65,6 +65,11 @@ async def session_rows(
     rows = []
     for header in sorted(headers, key=lambda h: (h["createdAt"], h["id"]), reverse=True):
         base = {"id": header["id"], "created_at": header["createdAt"], "cwd": header.get("cwd")}
+        if "problem" in header:  # a stored entry the backend refuses (docs/storage-safety.md)
+            rows.append(SessionRow(**base, problem=str(header["problem"])))
+            if advance is not None:
+                advance()
+            continue
         try:
             log = await persistence.inspect(header["id"])
         except SessionPersistenceError as error:

@@ -280,6 +280,11 @@ def plugins(json: Json = False, debug: Debug = False) -> None:
     _execute(debug, work)
 
 
+from . import tools_command  # noqa: E402 - it reuses the options defined above
+
+app.command(name="tools")(tools_command.tools)
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="dsh")

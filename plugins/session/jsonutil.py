@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from typing import Any
 
-__all__ = ["MAX_SAFE_INTEGER", "dumps", "loads", "snapshot"]
+__all__ = ["MAX_SAFE_INTEGER", "JsonTooDeepError", "dumps", "loads", "snapshot"]
 
 #: Largest integer a JavaScript Number holds exactly (2**53 - 1).
 MAX_SAFE_INTEGER = 2**53 - 1
@@ -210,8 +211,14 @@ def _finite_float(text: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
+class JsonTooDeepError(ValueError):
+    """Raised by `loads` for JSON text nested deeper than the parser's recursion allows (a
+    `ValueError` like every refusal of the text, never a bare `RecursionError`)."""
+
+
 def loads(text: str | bytes) -> Any:
-    """Parse JSON text; refuses `NaN`, `Infinity` and numbers that overflow to infinity.
+    """Parse JSON text; refuses `NaN`, `Infinity` and numbers that overflow to infinity, and
+    raises `JsonTooDeepError` for nesting deeper than the recursion limit allows.
 
     Same as `json.loads(text, parse_constant=..., parse_float=...)`, with the decoder built once.
     """
@@ -224,7 +231,13 @@ def loads(text: str | bytes) -> Any:
         raise TypeError(
             f"the JSON object must be str, bytes or bytearray, not {type(text).__name__}"
         )
-    return _DECODER.decode(text)
+    try:
+        return _DECODER.decode(text)
+    except RecursionError:
+        raise JsonTooDeepError(
+            f"JSON text nests deeper than this parser reads (recursion limit "
+            f"{sys.getrecursionlimit()})"
+        ) from None
 
 
 class _Refused(Exception):

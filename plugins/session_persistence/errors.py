@@ -38,3 +38,16 @@ class StaleWriterError(SessionPersistenceError):
             f'session "{session_id}" changed on disk since this process last read it; '
             "reload it before writing"
         )
+
+
+class WriterLockLostError(SessionLockedError):
+    """Raised instead of a write when this process held the session's writer lock and another
+    writer has taken it over since (or it was lost with its connection): stop, do not write."""
+
+    def __init__(self, session_id: str, pid: int | None, host: str | None) -> None:
+        super().__init__(session_id, pid, host)
+        holder = "" if pid is None else f" (now pid {pid} on host {host or 'unknown'})"
+        self.args = (
+            f'session "{session_id}" lost its writer lock to another writer{holder}; this '
+            "process no longer owns it and stops writing: reload the session to go on",
+        )

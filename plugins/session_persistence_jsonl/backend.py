@@ -17,7 +17,6 @@ import builtins
 import errno
 import os
 import secrets
-import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,6 +25,7 @@ from typing import Any, BinaryIO, Final, Literal, TypeVar
 
 from plugins.session.events import HEADER_KEYS
 from plugins.session.jsonutil import dumps
+from plugins.session_persistence import fsguard
 from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
 from plugins.session_persistence.errors import (
     SessionPersistenceError,
@@ -47,6 +47,7 @@ from .layout import (
     project_dir,
     requested_id_mismatch,
     segment,
+    unescape,
 )
 from .lock import WriterLock
 from .reader import (
@@ -133,6 +134,8 @@ class JsonlBackend:
         self._other_name = log_name("none" if compression == "zstd" else "zstd")
         self._owners: dict[str, _Owner] = {}
         self._sizes: dict[str, int] = {}
+        #: session id -> (st_dev, st_ino) of the log this process last read or wrote.
+        self._files: dict[str, tuple[int, int]] = {}
 
     # ---- Protocol ------------------------------------------------------------------------
 
@@ -209,29 +212,58 @@ class JsonlBackend:
         """The log path of a stored id, refusing layouts this backend does not read."""
         seg = segment(session_id)
         found: builtins.list[str] = []
-        try:
-            projects = sorted(os.scandir(self.root), key=lambda entry: entry.name)
-        except FileNotFoundError:
+        projects = self._projects()
+        if projects is None:
             return None
-        for project in projects:
-            if not project.is_dir(follow_symlinks=False):
-                continue
+        for project, refusal in sorted(projects, key=lambda pair: pair[0].name):
             base = project.path
+            if refusal is not None:
+                # Only a stat through it: refuse it for the ids it holds, not for every id.
+                names = (seg, f"{seg}.jsonl", f"{seg}.jsonl.zstd")
+                if any(os.path.lexists(os.path.join(base, name)) for name in names):
+                    raise refusal
+                continue
             for flat in (f"{seg}.jsonl", f"{seg}.jsonl.zstd"):
                 if os.path.lexists(os.path.join(base, flat)):
                     raise flat_layout(os.path.join(base, flat))
             directory = os.path.join(base, seg)
-            if not os.path.lexists(directory):
+            try:
+                fsguard.check_dir(directory)
+            except FileNotFoundError:
                 continue
             other = os.path.join(directory, self._other_name)
             if os.path.lexists(other):
                 raise encoding_mismatch(other, self.compression)
             path = os.path.join(directory, self._log_name)
-            if os.path.lexists(path):
-                found.append(path)
+            try:
+                fsguard.check_file(path)
+            except FileNotFoundError:
+                continue
+            found.append(path)
         if len(found) > 1:
             raise duplicate_id(session_id)
         return found[0] if found else None
+
+    def _projects(
+        self,
+    ) -> builtins.list[tuple[os.DirEntry[str], fsguard.UnsafeStorageError | None]] | None:
+        """The project directories of the root, each with its storage-rule refusal (None when
+        it is fine); None when the root does not exist. Other files in the root are ignored;
+        an unsafe root is refused."""
+        root = str(self.root)
+        if not fsguard.check_path(root, root):
+            return None
+        projects: builtins.list[tuple[os.DirEntry[str], fsguard.UnsafeStorageError | None]] = []
+        with os.scandir(root) as entries:
+            for entry in entries:
+                if entry.is_symlink() or entry.is_dir(follow_symlinks=False):
+                    try:
+                        fsguard.check_dir(entry.path, entry.stat(follow_symlinks=False))
+                    except fsguard.UnsafeStorageError as refusal:
+                        projects.append((entry, refusal))
+                    else:
+                        projects.append((entry, None))
+        return projects
 
     def _check_location(self, path: str, header: JsonObject) -> None:
         """A v0 log's header (shape checked by the reader) must reproduce its path."""
@@ -253,7 +285,7 @@ class JsonlBackend:
         for _ in range(_READ_ATTEMPTS):
             try:
                 before = os.lstat(path)
-                self._check_regular(path, before)
+                fsguard.check_file(path, before)
                 with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as file:
                     data = _read_head(file, zstd=zstd) if head else file.read()
                 after = os.lstat(path)
@@ -262,13 +294,6 @@ class JsonlBackend:
             if _same(before, after) and (head or len(data) == after.st_size):
                 return data, after
         raise SessionPersistenceError(f'session log "{path}" kept changing while being read')
-
-    @staticmethod
-    def _check_regular(path: str, st: os.stat_result) -> None:
-        if stat.S_ISLNK(st.st_mode):
-            raise SessionPersistenceError(f'session log "{path}" is a symbolic link; refusing it')
-        if not stat.S_ISREG(st.st_mode):
-            raise SessionPersistenceError(f'session log "{path}" is not a regular file')
 
     def _scan(self, data: bytes) -> LogScan:
         return scan_zstd(data) if self.compression == "zstd" else scan_raw(data)
@@ -293,6 +318,7 @@ class JsonlBackend:
                 raise requested_id_mismatch(path, session_id, meta["id"])
             self._check_location(path, scan.header)
         self._sizes[session_id] = len(data)
+        self._files[session_id] = (st.st_dev, st.st_ino)
         return StoredLog(meta, scan.events, _revision(st), scan.marker)
 
     def _read_stored_revision(self, session_id: str) -> str | None:
@@ -303,7 +329,7 @@ class JsonlBackend:
             st = os.lstat(path)
         except FileNotFoundError:
             return None
-        self._check_regular(path, st)
+        fsguard.check_file(path, st)
         return _revision(st)
 
     def _read_header(self, path: str) -> tuple[JsonObject, os.stat_result] | None:
@@ -315,39 +341,50 @@ class JsonlBackend:
         return read_header(head, zstd=self.compression == "zstd"), st
 
     def _list_snapshots(self) -> builtins.list[Snapshot]:
+        """Every stored session; one whose layout or files this backend refuses is listed as a
+        problem row (`problem_snapshot`) instead of failing the whole listing."""
         snapshots: builtins.list[Snapshot] = []
         seen: dict[str, str] = {}
-        try:
-            projects = list(os.scandir(self.root))
-        except FileNotFoundError:
-            return []
-        for project in projects:
-            if not project.is_dir(follow_symlinks=False):
+        for project, refusal in self._projects() or ():
+            if refusal is not None:
+                snapshots.append(problem_snapshot(project.name, project.path, refusal))
                 continue
             for entry in os.scandir(project.path):
-                if entry.name.endswith((".jsonl", ".jsonl.zstd")) and not entry.is_dir(
-                    follow_symlinks=False
-                ):
-                    raise flat_layout(entry.path)
-                if not entry.is_dir(follow_symlinks=False):
+                try:
+                    snapshot = self._entry_snapshot(entry, seen)
+                except SessionPersistenceError as error:
+                    name = entry.name.removesuffix(".zstd").removesuffix(".jsonl")
+                    snapshots.append(problem_snapshot(unescape(name), entry.path, error))
                     continue
-                other = os.path.join(entry.path, self._other_name)
-                if os.path.lexists(other):
-                    raise encoding_mismatch(other, self.compression)
-                path = os.path.join(entry.path, self._log_name)
-                read = self._read_header(path)
-                if read is None:
-                    continue
-                header, st = read
-                if header["version"] == 0:
-                    self._check_location(path, header)
-                session_id = str(header.get("id"))
-                if session_id in seen:
-                    raise duplicate_id(session_id)
-                seen[session_id] = path
-                snapshots.append(Snapshot(header_meta(header), _revision(st)))
+                if snapshot is not None:
+                    snapshots.append(snapshot)
         snapshots.sort(key=lambda s: (_sort_time(s.header), str(s.header.get("id"))))
         return snapshots
+
+    def _entry_snapshot(self, entry: os.DirEntry[str], seen: dict[str, str]) -> Snapshot | None:
+        """The snapshot of one entry of a project directory; None for what holds no log."""
+        if entry.name.endswith((".jsonl", ".jsonl.zstd")) and not entry.is_dir(
+            follow_symlinks=False
+        ):
+            raise flat_layout(entry.path)
+        if not entry.is_symlink() and not entry.is_dir(follow_symlinks=False):
+            return None
+        fsguard.check_dir(entry.path, entry.stat(follow_symlinks=False))
+        other = os.path.join(entry.path, self._other_name)
+        if os.path.lexists(other):
+            raise encoding_mismatch(other, self.compression)
+        path = os.path.join(entry.path, self._log_name)
+        read = self._read_header(path)
+        if read is None:
+            return None
+        header, st = read
+        if header["version"] == 0:
+            self._check_location(path, header)
+        session_id = str(header.get("id"))
+        if session_id in seen:
+            raise duplicate_id(session_id)
+        seen[session_id] = path
+        return Snapshot(header_meta(header), _revision(st))
 
     # ---- writes --------------------------------------------------------------------------
 
@@ -370,11 +407,13 @@ class JsonlBackend:
             )
         self._owners[session_id] = owner
 
-    def _lock_for_write(self, session_id: str, directory: str) -> WriterLock | None:
-        """The lock a write runs under: the owner's (taken now if still pending) or a transient
-        one, returned so the caller frees it after the write."""
+    def _lock_for_write(self, session_id: str, path: str) -> WriterLock | None:
+        """The lock a write of log `path` runs under: the owner's (taken now if still pending)
+        or a transient one, returned so the caller frees it after the write."""
         owner = self._owners.get(session_id)
-        lock_path = os.path.join(directory, LOCK_NAME)
+        lock_path = os.path.join(os.path.dirname(path), LOCK_NAME)
+        if owner is None or owner.lock is None:
+            fsguard.check_path(str(self.root), path)
         if owner is None:
             return WriterLock.acquire(session_id, lock_path)
         if owner.lock is None:
@@ -392,7 +431,7 @@ class JsonlBackend:
         payload = self._encode(events)
         if not payload:
             return
-        transient = self._lock_for_write(session_id, os.path.dirname(path))
+        transient = self._lock_for_write(session_id, path)
         try:
             self._append(session_id, path, payload, None)
         finally:
@@ -407,7 +446,7 @@ class JsonlBackend:
         session_id = meta["id"]
         path = self._path(meta)
         payload = self._encode([*marker.recovered, *closers] if marker else closers)
-        transient = self._lock_for_write(session_id, os.path.dirname(path))
+        transient = self._lock_for_write(session_id, path)
         try:
             self._append(session_id, path, payload, marker)
         finally:
@@ -423,17 +462,27 @@ class JsonlBackend:
         owner = self._owners.get(session_id)
         fd = owner.fd if owner is not None else -1
         if fd < 0:
+            # A kept descriptor was checked when it was opened; from then on the path must
+            # only keep naming its file (below).
+            fsguard.check_path(str(self.root), path)
             try:
                 fd = io.open(path, _APPEND_FLAGS)
             except OSError as error:
                 if error.errno == errno.ELOOP:
-                    raise SessionPersistenceError(
-                        f'session log "{path}" is a symbolic link; refusing it'
-                    ) from None
+                    fsguard.check_file(path)  # raises: a symbolic link
                 raise
             if owner is not None:
                 owner.fd = fd
         try:
+            held = os.fstat(fd)
+            if self._files.setdefault(session_id, (held.st_dev, held.st_ino)) != (
+                held.st_dev,
+                held.st_ino,
+            ):
+                raise fsguard.ReplacedFileError(path)
+            fsguard.check_same_file(path, held)
+            if owner is not None and owner.lock is not None:
+                owner.lock.check()
             size = io.size(fd)
             expected = marker.seen_size if marker is not None else self._sizes.get(session_id)
             if size != expected:
@@ -479,7 +528,7 @@ class JsonlBackend:
             )
         directory = os.path.dirname(path)
         self._make_dirs(directory)
-        transient = self._lock_for_write(session_id, directory)
+        transient = self._lock_for_write(session_id, path)
         try:
             if os.path.lexists(path):
                 raise SessionPersistenceError(
@@ -493,10 +542,12 @@ class JsonlBackend:
             )
             temp = f"{path}.{secrets.token_hex(6)}.tmp"
             fd = io.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC)
+            os.fchmod(fd, fsguard.FILE_MODE)  # whatever the umask left
             try:
                 try:
                     io.write_all(fd, content)
                     io.fsync(fd)
+                    created = os.fstat(fd)
                 finally:
                     io.close(fd)
                 try:
@@ -517,6 +568,7 @@ class JsonlBackend:
                 except OSError:
                     pass
             self._sizes[session_id] = len(content)
+            self._files[session_id] = (created.st_dev, created.st_ino)
         finally:
             if transient is not None:
                 transient.release()
@@ -531,7 +583,8 @@ class JsonlBackend:
             ) from None
 
     def _make_dirs(self, directory: str) -> None:
-        """Create the missing directories of `directory` (0700), fsyncing each parent."""
+        """Create the missing directories of `directory` (0700), fsyncing each parent; then
+        check the root and everything below it down to `directory` by the storage rule."""
         missing: builtins.list[str] = []
         current = directory
         while not os.path.lexists(current):
@@ -546,9 +599,7 @@ class JsonlBackend:
             except FileExistsError:
                 continue
             self._io.fsync_dir(os.path.dirname(path))
-        st = os.lstat(directory)
-        if not stat.S_ISDIR(st.st_mode):
-            raise SessionPersistenceError(f'session directory "{directory}" is not a directory')
+        fsguard.check_path(str(self.root), directory, leaf_is_dir=True)
 
     def _drop(self, owner: _Owner) -> None:
         if owner.fd >= 0:
@@ -579,3 +630,10 @@ def _read_head(file: BinaryIO, *, zstd: bool) -> bytes:
 def _sort_time(header: JsonObject) -> int:
     created = header.get("createdAt")
     return created if type(created) is int else 0
+
+
+def problem_snapshot(name: str, path: str, error: Exception) -> Snapshot:
+    """A listing row for an entry this backend refuses: `id` is its best-known name (the
+    unescaped directory name), `problem` the refusal; loading that id raises it again."""
+    header: JsonObject = {"version": 0, "id": name, "createdAt": 0, "problem": str(error)}
+    return Snapshot(header, f"problem:{path}")

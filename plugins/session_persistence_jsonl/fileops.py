@@ -9,6 +9,8 @@ from __future__ import annotations
 import errno
 import os
 
+from plugins.session_persistence import fsguard
+
 __all__ = ["FileOps"]
 
 
@@ -41,8 +43,7 @@ class FileOps:
 
     def mkdir(self, path: str) -> None:
         """Create one owner-only directory (0700 regardless of the umask)."""
-        os.mkdir(path, 0o700)
-        os.chmod(path, 0o700)
+        fsguard.make_dir(path)
 
     def link(self, source: str, target: str) -> None:
         """`os.link` (raises `FileExistsError` when `target` exists)."""

@@ -5,6 +5,11 @@ optional window descriptor, dictionary id and content size, blocks (3-byte heade
 content checksum (optional in the format; this backend always writes it). The scan only reads
 headers, so a torn last frame (EOF inside it) is told apart from corruption (bad magic, the
 reserved bit, a reserved block type) cheaply.
+
+Bytes that are not a frame after the last complete frame and up to the end of the data (the
+zero-filled tail a power cut leaves on ext4 or XFS) are a torn tail, not corruption: structural
+damage is corruption only when a later complete frame (checksum verified) follows it
+(docs/storage-safety.md).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ __all__ = [
     "decompress_frame",
     "decompress_torn",
     "scan",
+    "scan_strict",
 ]
 
 #: The frame magic number 0xFD2FB528, little-endian.
@@ -50,9 +56,52 @@ def scan(data: bytes | memoryview, *, limit: int | None = None) -> list[Frame]:
     """Split `data` into frames (at most `limit`); only the last one may be incomplete (torn).
 
     Raises `FrameError` naming the byte offset for bad magic, the reserved header bit or a
-    reserved block type. The content checksum is optional, as in the format (docs/legacy-logs.md).
+    reserved block type, when a later complete frame follows (the content checksum is optional,
+    as in the format: docs/legacy-logs.md); without one, the bytes from that frame's start to the
+    end are returned as one torn frame.
     """
     frames: list[Frame] = []
+    try:
+        _scan(data, limit, frames)
+    except FrameError:
+        if not frames:  # the first (header) frame is never a tail
+            raise
+        start = frames[-1].end
+        if _complete_frame_after(data, start + 1):
+            raise
+        frames.append(Frame(start, len(data), False))
+    return frames
+
+
+def _complete_frame_after(data: bytes | memoryview, offset: int) -> bool:
+    """Whether a complete frame whose checksum verifies starts at or after `offset`."""
+    if isinstance(data, memoryview) and type(data.obj) is bytes and data.nbytes == len(data.obj):
+        raw: bytes | memoryview = data.obj  # the whole underlying object: search it in place
+    else:
+        raw = data
+    search = raw if type(raw) is bytes else bytes(raw)
+    view = memoryview(search)
+    at = search.find(MAGIC, offset)
+    while at >= 0:
+        try:
+            found = scan_strict(view[at:], limit=1)
+            if found and found[0].complete:
+                decompress_frame(view[at : at + found[0].end])
+                return True
+        except (FrameError, zstandard.ZstdError):
+            pass
+        at = search.find(MAGIC, at + 1)
+    return False
+
+
+def scan_strict(data: bytes | memoryview, *, limit: int | None = None) -> list[Frame]:
+    """Like `scan`, but any structural damage raises `FrameError` (no tail tolerance)."""
+    frames: list[Frame] = []
+    _scan(data, limit, frames)
+    return frames
+
+
+def _scan(data: bytes | memoryview, limit: int | None, frames: list[Frame]) -> None:
     size = len(data)
     pos = 0
     while pos < size and (limit is None or len(frames) < limit):
@@ -95,7 +144,6 @@ def scan(data: bytes | memoryview, *, limit: int | None = None) -> list[Frame]:
             frames.append(Frame(start, size, False))
             break
         frames.append(Frame(start, pos, True))
-    return frames
 
 
 _local = threading.local()

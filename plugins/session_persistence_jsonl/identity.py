@@ -1,7 +1,8 @@
 """The JSONL store's identity: 32 random hex digits in `<root>/store-id` (0600), created once.
 
 Creation writes a private temp file and links it into place, so concurrent first uses agree on
-one id. A symlinked, foreign or group/world-accessible file, or malformed content, is refused.
+one id. The file follows the storage rule of `fsguard` (no link, owned by this user, not
+writable by group or others); malformed content is refused.
 Blocking I/O: the backend runs it in a worker thread.
 """
 
@@ -10,10 +11,10 @@ from __future__ import annotations
 import errno
 import os
 import secrets
-import stat
 import uuid
 from typing import Final
 
+from plugins.session_persistence import fsguard
 from plugins.session_persistence.errors import (
     SessionPersistenceCorruptionError,
     SessionPersistenceError,
@@ -36,6 +37,7 @@ def read_or_create_store_id(root: str, io: FileOps) -> str:
     _make_root(root, io)
     temp = f"{path}.{secrets.token_hex(6)}.tmp"
     fd = io.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC)
+    os.fchmod(fd, fsguard.FILE_MODE)  # whatever the umask left
     try:
         try:
             io.write_all(fd, f"{uuid.uuid4().hex}\n".encode())
@@ -84,21 +86,12 @@ def _read(path: str) -> str | None:
         return None
     except OSError as error:
         if error.errno == errno.ELOOP:
-            raise SessionPersistenceError(
-                f'store identity file "{path}" is a symbolic link; refusing it'
-            ) from None
+            fsguard.check_file(path)  # raises: a symbolic link
         raise SessionPersistenceError(
             f'cannot read store identity file "{path}": {error}'
         ) from None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise SessionPersistenceError(f'store identity file "{path}" is not a regular file')
-        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            raise SessionPersistenceError(
-                f'store identity file "{path}" must be owned by this user and owner-only (0600), '
-                f"found mode {stat.S_IMODE(st.st_mode):04o}"
-            )
+        fsguard.check_file(path, os.fstat(fd))  # the storage rule (docs/storage-safety.md)
         data = os.read(fd, 256)
     finally:
         os.close(fd)

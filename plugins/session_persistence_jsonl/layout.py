@@ -32,6 +32,7 @@ __all__ = [
     "project_dir",
     "requested_id_mismatch",
     "segment",
+    "unescape",
 ]
 
 #: Project directory of sessions without a cwd.
@@ -57,6 +58,25 @@ def _escape(text: str) -> str:
         unit = raw[i] << 8 | raw[i + 1]
         out.append(chr(unit) if unit < 128 and unit in _KEEP else f"~{unit:04X}")
     return "".join(out)
+
+
+_ESCAPED: Final = re.compile(r"~([0-9A-F]{4})")
+
+
+def unescape(name: str) -> str:
+    """The id a directory name stands for (best effort: a hashed long id keeps its name)."""
+    if "~~" in name:
+        return name
+    if name in ("~002E", "~002E~002E"):
+        return "." * (len(name) // 5)
+    raw = bytearray()
+    last = 0
+    for match in _ESCAPED.finditer(name):
+        raw += name[last : match.start()].encode("utf-16-be")
+        raw += int(match.group(1), 16).to_bytes(2, "big")
+        last = match.end()
+    raw += name[last:].encode("utf-16-be")
+    return raw.decode("utf-16-be", "surrogatepass")
 
 
 def segment(session_id: str) -> str:

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from plugins.session.jsonutil import dumps, loads
+from plugins.session_persistence import fsguard
 from plugins.session_persistence.errors import SessionLockedError, SessionPersistenceError
 
 __all__ = ["WriterLock"]
@@ -22,18 +23,20 @@ __all__ = ["WriterLock"]
 class WriterLock:
     """A held lock on one session's `session.lock`; `release()` frees it."""
 
-    __slots__ = ("_fd", "path")
+    __slots__ = ("_fd", "_held", "path")
 
     def __init__(self, path: str, fd: int) -> None:
         self.path = path
         self._fd = fd
+        self._held = os.fstat(fd)
 
     @classmethod
     def acquire(cls, session_id: str, path: str) -> WriterLock:
         """Take the lock without waiting; raise `SessionLockedError` naming the holder."""
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd = os.open(path, flags, 0o600)
+            fd = fsguard.open_file(path, os.O_RDWR)
+        except fsguard.UnsafeStorageError:
+            raise
         except OSError as error:
             raise SessionPersistenceError(
                 f'cannot open the writer lock of session "{session_id}" at "{path}": {error}'
@@ -56,6 +59,11 @@ class WriterLock:
             os.close(fd)
             raise
         return cls(path, fd)
+
+    def check(self) -> None:
+        """Raise `ReplacedFileError` when the lock's path no longer names the held file (a
+        second writer would lock the new one)."""
+        fsguard.check_same_file(self.path, self._held)
 
     def release(self) -> None:
         """Free the lock (closing the descriptor releases the flock); idempotent."""

@@ -59,6 +59,9 @@ class LogScan:
     marker: TornMarker | None
 
 
+#: Raw logs are split into lines this many bytes at a time.
+_WINDOW: Final = 1 << 22
+
 #: Logs at least this large are decoded with the cyclic GC paused (it would rescan every new
 #: event dict many times over; reference counting still frees garbage).
 BULK_BYTES: Final = 1 << 20
@@ -190,11 +193,11 @@ class _Lines:
         self.issue: SessionPersistenceCorruptionError | None = None
         self.line = 0
 
-    def feed(self, text: bytes) -> bool:
+    def feed(self, text: bytes | memoryview) -> bool:
         """Consume one line; True iff it joined the committed prefix."""
         self.line += 1
         try:
-            record = loads(text.decode("utf-8"))
+            record = loads(str(text, "utf-8"))
             if type(record) is not dict or type(record.get("type")) is not str:
                 raise ValueError("not a storage record")
             decoded = decode_record(record)
@@ -239,13 +242,24 @@ def _scan_raw(data: bytes) -> LogScan:
     if header["version"] != 0:
         return LogScan(header, [], None)
     lines = _Lines()
-    committed = end + 1
-    parts = data[committed:].split(b"\n")
-    position = committed
-    for text in parts[:-1]:
-        position += len(text) + 1
-        if lines.feed(text):
-            committed = position
+    committed = position = end + 1
+    # Split window by window, never copying the whole rest at once (P12: a huge torn tail);
+    # a line longer than a window is fed as a view of `data`.
+    view = memoryview(data)
+    while True:
+        stop = data.rfind(b"\n", position, position + _WINDOW)
+        if stop < 0:
+            stop = data.find(b"\n", position + _WINDOW)
+            if stop < 0:
+                break
+            if lines.feed(view[position:stop]):
+                committed = stop + 1
+            position = stop + 1
+            continue
+        for text in data[position:stop].split(b"\n"):
+            position += len(text) + 1
+            if lines.feed(text):
+                committed = position
     marker = None if committed == len(data) else TornMarker(committed, [], len(data))
     return LogScan(header, lines.events, marker)
 
@@ -269,7 +283,15 @@ def _scan_zstd(data: bytes) -> LogScan:
     cut: tuple[int, int] | None = None  # (frame start, events before that frame)
     for number, frame in enumerate(found[1:], start=2):
         if frame.complete:
-            text = _decompress(view, frame)
+            try:
+                text = frames.decompress_frame(view[frame.start : frame.end])
+            except zstandard.ZstdError:
+                # The last complete frame failing its checksum is a power-cut tail
+                # (docs/storage-safety.md): torn, and nothing of it is recovered.
+                if not _last_complete(found, number):
+                    raise _undecodable(frame) from None
+                cut = (frame.start, len(lines.events)) if cut is None else cut
+                break
             if text and not text.endswith(b"\n"):
                 raise _corrupt(
                     "corrupt Zstandard session log: complete frame contains a torn JSONL record"
@@ -288,6 +310,11 @@ def _scan_zstd(data: bytes) -> LogScan:
         return LogScan(header, lines.events, None)
     start, before = cut
     return LogScan(header, lines.events, TornMarker(start, lines.events[before:], len(data)))
+
+
+def _last_complete(found: list[frames.Frame], number: int) -> bool:
+    """Whether frame `number` (1-based) is complete and no complete frame follows it."""
+    return not any(later.complete for later in found[number:])
 
 
 def _refuse_swallowed_frames(view: memoryview, frame: frames.Frame, number: int) -> None:
@@ -323,6 +350,8 @@ def _decompress(view: memoryview, frame: frames.Frame) -> bytes:
     try:
         return frames.decompress_frame(view[frame.start : frame.end])
     except zstandard.ZstdError:
-        raise _corrupt(
-            f"corrupt Zstandard session log: frame at byte {frame.start} failed validation"
-        ) from None
+        raise _undecodable(frame) from None
+
+
+def _undecodable(frame: frames.Frame) -> SessionPersistenceCorruptionError:
+    return _corrupt(f"corrupt Zstandard session log: frame at byte {frame.start} failed validation")

@@ -23,6 +23,7 @@ locks of equal session ids: give each store its own database, or keep their ids 
 from __future__ import annotations
 
 import builtins
+import logging
 import os
 import socket
 import uuid
@@ -40,10 +41,12 @@ from plugins.session_persistence.errors import (
     SessionLockedError,
     SessionPersistenceError,
     StaleWriterError,
+    WriterLockLostError,
 )
 
 from .connection import (
     DatabaseError,
+    check_id,
     configure,
     connect,
     connection_kwargs,
@@ -51,6 +54,7 @@ from .connection import (
     require_asyncio,
     scrub,
 )
+from .lockwatch import LockWatch, readable
 from .rows import EventColumns, TornMarker, encode_events, header_values, meta_of, scan_rows
 from .schema import Statements, ensure_schema
 
@@ -61,6 +65,8 @@ Connection = psycopg.AsyncConnection[TupleRow]
 #: (None for the first batch), it writes and returns the new `next_seq`.
 _Body = Callable[[Connection, tuple[int, int] | None], Awaitable[int]]
 
+
+_log = logging.getLogger("plugins.session_persistence_postgres")
 
 #: How long a lock whose recorded holder is a dead process on this host is waited for.
 DEAD_HOLDER_GRACE_S: Final = 2.0
@@ -124,6 +130,10 @@ class PostgresBackend:
         self._lock_guard = anyio.Lock()
         #: Live ids whose advisory lock this instance took, with the lock connection generation.
         self._held: dict[str, int] = {}
+        #: Live ids whose lock went with a dropped connection and could not be re-taken: every
+        #: write for them raises this error until the id is released (docs/storage-safety.md).
+        self._lost: dict[str, WriterLockLostError] = {}
+        self._watch = LockWatch(self._check_lock_connection)
         #: `next_seq` of each id as this instance last read or wrote it (stale-writer check).
         self._seen: dict[str, int] = {}
 
@@ -159,13 +169,17 @@ class PostgresBackend:
                 except BaseException:
                     await conn.close()
                     raise
-                self._lock_conn, self._lock_pid = conn, conn.info.backend_pid
-                self._generation += 1
+                self._set_lock_connection(conn)
                 self._pool = pool
             return self._pool
 
     async def _connect(self) -> Connection:
-        return await connect(self.dsn, connect_timeout_s=self._connect_timeout_s)
+        return await connect(self.dsn, connect_timeout_s=self._connect_timeout_s, keepalive=True)
+
+    def _set_lock_connection(self, conn: Connection) -> None:
+        self._lock_conn, self._lock_pid = conn, conn.info.backend_pid
+        self._generation += 1
+        self._watch.follow(conn)
 
     def _error(self, what: str, error: BaseException) -> DatabaseError:
         return DatabaseError(f"{self.name}: {what} failed: {scrub(str(error), self.dsn)}")
@@ -191,9 +205,11 @@ class PostgresBackend:
             if self._closed:
                 return
             self._closed = True
+        await self._watch.aclose()
         pool, conn = self._pool, self._lock_conn
         self._pool = self._lock_conn = None
         self._held.clear()
+        self._lost.clear()
         try:
             if conn is not None and not conn.closed:
                 try:
@@ -224,6 +240,7 @@ class PostgresBackend:
 
     async def load_stored(self, session_id: str) -> StoredLog | None:
         """The session row and its event rows, read in one snapshot; None when not stored."""
+        check_id(session_id)
         what = f'reading session "{session_id}"'
         async with self._connection(what) as conn, conn.transaction():
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -244,6 +261,7 @@ class PostgresBackend:
 
     async def read_stored_revision(self, session_id: str) -> str | None:
         """`postgres:<store id>:<incarnation>:<revision>`, None when not stored."""
+        check_id(session_id)
         async with self._connection(f'reading session "{session_id}"') as conn:
             cursor = await conn.execute(self._sql.read_revision, (session_id,))
             row = await cursor.fetchone()
@@ -267,6 +285,7 @@ class PostgresBackend:
     ) -> None:
         """Make `events` durable as one transaction (creating the session row with them when
         not materialized)."""
+        check_id(meta["id"])
         session_id: str = meta["id"]
         columns = encode_events(session_id, events)
         if not is_materialized:
@@ -292,6 +311,7 @@ class PostgresBackend:
         """The hot path: the whole transaction (row lock, checks, insert, advance) is one
         autocommit statement, one round trip; a refused check writes nothing and is diagnosed
         from the row the statement returns."""
+        self._refuse_lost(session_id)
         start, end = columns.seqs[0], columns.seqs[0] + len(columns.seqs)
         self._check_contiguous(session_id, columns, start)
         seen = self._seen.get(session_id)
@@ -319,7 +339,7 @@ class PostgresBackend:
                 self._check_lock(session_id, owned, locked, token, pid, host)
             except _LockLost:
                 if attempt:
-                    raise SessionLockedError(session_id, pid, host) from None
+                    raise self._lose(session_id, pid, host) from None
                 await self._reacquire(session_id, params["lock_pid"])
                 continue
             if next_seq != seen:
@@ -332,6 +352,7 @@ class PostgresBackend:
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
     ) -> None:
         """One transaction: delete the rows from the marker on, insert `closers`."""
+        check_id(meta["id"])
         if marker is not None and not isinstance(marker, TornMarker):
             raise TypeError(f"not a PostgreSQL torn-tail marker: {marker!r}")
         if marker is None and not closers:
@@ -407,6 +428,7 @@ class PostgresBackend:
     async def _transaction(self, session_id: str, body: _Body, *, first: bool) -> None:
         """Run `body` in one explicit transaction after the lock checks (the session row locked
         `FOR UPDATE` unless `first`); re-acquire a lost live lock once."""
+        self._refuse_lost(session_id)
         for attempt in range(2):
             owned = session_id in self._held
             params = self._lock_params(session_id)
@@ -421,22 +443,36 @@ class PostgresBackend:
                     end = await body(conn, None if first else (row[4], row[5]))
             except _LockLost:
                 if attempt:
-                    raise SessionLockedError(session_id, None, None) from None
+                    raise self._lose(session_id, None, None) from None
                 await self._reacquire(session_id, params["lock_pid"])
                 continue
             self._seen[session_id] = end
             return
+
+    def _refuse_lost(self, session_id: str) -> None:
+        error = self._lost.get(session_id)
+        if error is not None:
+            raise error
+
+    def _lose(self, session_id: str, pid: int | None, host: str | None) -> WriterLockLostError:
+        """Record that this instance lost `session_id`'s lock for good; the error to raise."""
+        self._held.pop(session_id, None)
+        error = self._lost[session_id] = WriterLockLostError(session_id, pid, host)
+        return error
 
     # ---- writer lock ---------------------------------------------------------------------
 
     async def acquire_writer(self, session_id: str) -> None:
         """Take the session's advisory lock on the lock connection (re-entrant per instance);
         `SessionLockedError` naming the owner when another connection holds it."""
+        check_id(session_id)
         if session_id in self._held:
             return
         async with self._lock_guard:
             if session_id in self._held:  # taken while this call waited for the guard
                 return
+            if session_id in self._lost:
+                raise self._lost[session_id]
             conn = await self._lock_connection()
             try:
                 await self._lock(session_id, conn)
@@ -485,9 +521,49 @@ class PostgresBackend:
             if conn is not None:
                 await conn.close()
             conn = await self._connect()
-            self._lock_conn, self._lock_pid = conn, conn.info.backend_pid
-            self._generation += 1
+            self._set_lock_connection(conn)
         return conn
+
+    async def _check_lock_connection(self, conn: Connection) -> None:
+        """The lock connection's socket spoke unasked (see `LockWatch`): probe it; if it is dead,
+        re-take its locks on a new connection at once, and mark those another writer took (or
+        that cannot be re-taken) as lost, so their next write raises instead of writing."""
+        async with self._lock_guard:
+            if conn is not self._lock_conn or conn.closed:
+                return
+            if not conn.broken:
+                if not readable(conn.fileno()):
+                    return  # a command's answer, already read
+                try:
+                    await conn.execute("SELECT 1")
+                    return
+                except psycopg.Error:
+                    pass
+            generation = self._generation
+            ids = [key for key, held in self._held.items() if held == generation]
+            await conn.close()
+            self._lock_conn = None
+            kept: list[str] = []
+            try:
+                fresh = await self._lock_connection()
+            except DatabaseError:
+                fresh = None
+            for session_id in ids:
+                try:
+                    if fresh is None:
+                        raise SessionLockedError(session_id, None, None)
+                    await self._lock(session_id, fresh)
+                    kept.append(session_id)
+                except (SessionLockedError, DatabaseError) as error:
+                    pid = getattr(error, "pid", None)
+                    self._lose(session_id, pid, getattr(error, "host", None))
+            lost = [session_id for session_id in ids if session_id not in kept]
+            _log.warning(
+                "%s: the writer-lock connection dropped; re-took %d lock(s)%s",
+                self.name,
+                len(kept),
+                "".join(f'; lost session "{session_id}"' for session_id in lost),
+            )
 
     async def _reacquire(self, session_id: str, checked_pid: int) -> None:
         """A held lock was lost with its connection: lock again on a live one, or raise
@@ -499,6 +575,8 @@ class PostgresBackend:
             conn = await self._lock_connection(replace=dead)
             try:
                 await self._lock(session_id, conn)
+            except SessionLockedError as error:
+                raise self._lose(session_id, error.pid, error.host) from None
             except BaseException:
                 self._held[session_id] = -1
                 raise
@@ -506,6 +584,7 @@ class PostgresBackend:
     async def release_writer(self, session_id: str) -> None:
         """Unlock and forget the owner row (no-op when not held; a lock whose connection
         dropped is already free)."""
+        self._lost.pop(session_id, None)
         generation = self._held.pop(session_id, None)
         if generation is None:
             return

@@ -15,7 +15,10 @@ from plugins.session_persistence.errors import SessionPersistenceError
 
 __all__ = [
     "ASYNCIO_REQUIRED",
+    "LOCK_KEEPALIVE",
+    "MAX_ID_BYTES",
     "DatabaseError",
+    "check_id",
     "configure",
     "connect",
     "connection_kwargs",
@@ -42,6 +45,22 @@ def require_asyncio() -> None:
         asyncio.get_running_loop()
     except RuntimeError:
         raise SessionPersistenceError(ASYNCIO_REQUIRED) from None
+
+
+#: The longest session id stored, in bytes of UTF-8: every id is a btree index key, and an
+#: index entry holds about 2.7 KB.
+MAX_ID_BYTES: Final = 2048
+
+
+def check_id(session_id: str) -> None:
+    """Refuse an id too long to be an index key, before anything touches the database."""
+    size = len(session_id.encode("utf-8", "surrogatepass"))
+    if size > MAX_ID_BYTES:
+        raise SessionPersistenceError(
+            f"session id of {size} bytes is too long for session-persistence-postgres: ids are "
+            f"index keys of at most {MAX_ID_BYTES} bytes of UTF-8 (starts with "
+            f"{session_id[:40]!r})"
+        )
 
 
 def lock_key(session_id: str) -> int:
@@ -102,10 +121,25 @@ async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
     await conn.execute("SET synchronous_commit = on")
 
 
-async def connect(dsn: str, *, connect_timeout_s: int) -> psycopg.AsyncConnection[Any]:
+#: TCP keepalive of the writer-lock connection (unless the DSN sets its own): a peer that
+#: vanished without closing is noticed after about idle + interval x count = 11 s.
+LOCK_KEEPALIVE: Final = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+}
+
+
+async def connect(
+    dsn: str, *, connect_timeout_s: int, keepalive: bool = False
+) -> psycopg.AsyncConnection[Any]:
     """A configured connection outside any pool; failures raise `DatabaseError` naming the
-    server (never the password)."""
+    server (never the password). `keepalive` adds `LOCK_KEEPALIVE` where the DSN is silent."""
     kwargs = connection_kwargs(dsn, connect_timeout_s)
+    if keepalive:
+        params = conninfo_to_dict(dsn)
+        kwargs.update({key: value for key, value in LOCK_KEEPALIVE.items() if key not in params})
     try:
         conn = await psycopg.AsyncConnection.connect(dsn, **kwargs)
     except psycopg.Error as error:

@@ -4,9 +4,9 @@ Threading: the stdlib `sqlite3` connection is used by one thread at a time. Ever
 (row encoding included) runs on the backend's long-lived I/O thread (`offload.IoThread`), one
 call at a time in submission order, so the event loop never blocks and asyncio and trio behave
 alike; the connection is opened with `check_same_thread=False` because that thread is replaced
-after an idle spell. A `threading.Lock` serializes those calls with
-the lock heartbeat thread. Cancelling a caller never abandons a running statement (the worker
-finishes its transaction first).
+after an idle spell. A `threading.Lock` serializes those calls with the lock heartbeat thread.
+Cancelling a caller never abandons a running statement (the I/O thread finishes its transaction
+first).
 """
 
 from __future__ import annotations
@@ -20,18 +20,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, overload
 
 import anyio
 import anyio.to_thread
 
 from plugins.session.events import HEADER_KEYS
+from plugins.session_persistence import fsguard
 from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
 from plugins.session_persistence.errors import SessionPersistenceError, StaleWriterError
 from plugins.session_persistence.offload import IoThread
 
-from .database import JournalMode, check_schema, open_database
-from .locks import HEARTBEAT_S, STALE_MS, Heartbeat, check_lock, now_ms
+from .database import JournalMode, check_schema, open_database, open_reader
+from .locks import HEARTBEAT_S, HOST, STALE_MS, Heartbeat, check_lock, new_token, now_ms
 from .rows import Row, encode_rows, scan
 
 __all__ = ["SqliteBackend", "TornMarker"]
@@ -77,7 +78,8 @@ class SqliteBackend:
     """Session logs in one SQLite database at `path` (created on first use).
 
     `journal_mode` defaults to WAL; `busy_timeout_ms` bounds every wait for another
-    connection's lock. `heartbeat_s` and `stale_ms` are the writer-lock timings.
+    connection's lock. `heartbeat_s` and `stale_ms` are the writer-lock timings; `host` is the
+    name lock rows record (this machine's; tests pass another to play a second host).
     """
 
     name: str = "session-persistence-sqlite"
@@ -90,6 +92,7 @@ class SqliteBackend:
         busy_timeout_ms: int = 5000,
         heartbeat_s: float = HEARTBEAT_S,
         stale_ms: int = STALE_MS,
+        host: str = HOST,
     ) -> None:
         self.path = Path(path).expanduser()
         if not self.path.is_absolute():
@@ -98,8 +101,13 @@ class SqliteBackend:
         self.busy_timeout_ms: Final = busy_timeout_ms
         self._heartbeat_s = heartbeat_s
         self._stale_ms = stale_ms
+        self._host = host
         self._connection: sqlite3.Connection | None = None
+        #: Whether `_connection` is read-only (opened by a read; the first write reopens it).
+        self._reading = False
         self._store_id = ""
+        #: (st_dev, st_ino) of the database file the connection opened.
+        self._identity = (0, 0)
         self._mutex = threading.Lock()
         self._thread = IoThread(f"dsh-sqlite {path}")
         self._heartbeat: list[Heartbeat] = []
@@ -122,11 +130,11 @@ class SqliteBackend:
 
     async def load_stored(self, session_id: str) -> StoredLog | None:
         """Read and decode a session's rows; None when nothing is stored."""
-        return await self._run(self._load_stored, session_id)
+        return await self._run(self._load_stored, session_id, read=True)
 
     async def read_stored_revision(self, session_id: str) -> str | None:
         """`sqlite:<store_id>:<incarnation>:<revision>`, None when nothing is stored."""
-        return await self._run(self._read_stored_revision, session_id)
+        return await self._run(self._read_stored_revision, session_id, read=True)
 
     async def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
@@ -151,7 +159,7 @@ class SqliteBackend:
 
     async def list_snapshots(self) -> builtins.list[Snapshot]:
         """Headers with revisions, by `(createdAt, id)`."""
-        return await self._run(self._list_snapshots)
+        return await self._run(self._list_snapshots, read=True) or []
 
     async def acquire_writer(self, session_id: str) -> None:
         """Insert (or take over a dead holder's) lock row; re-entrant per instance."""
@@ -177,29 +185,63 @@ class SqliteBackend:
         held = dict(self._tokens)
         self._tokens.clear()
         if self._connection is not None:
-            await self._run(self._close, held)
+            await self._run(self._close, held, read=True)
 
     # ---- plumbing ------------------------------------------------------------------------
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(connection, *args)` on the backend's I/O thread, one call at a time."""
-        return await self._thread.run(self._call, fn, *args)
+    @overload
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T: ...
+    @overload
+    async def _run(self, fn: Callable[..., T], *args: Any, read: bool) -> T | None: ...
+    async def _run(self, fn: Callable[..., T], *args: Any, read: bool = False) -> T | None:
+        """Run `fn(connection, *args)` on the backend's I/O thread, one call at a time. A `read`
+        runs on a read-only connection until the first write needs a writable one, and returns
+        None when there is no database file (nothing is created)."""
+        return await self._thread.run(self._call, fn, args, read)
 
-    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+    def _call(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T | None:
+        """`fn` on the right connection; SQLite's own errors become one clear error naming
+        the database and SQLite's error name (e.g. `SQLITE_FULL`, `SQLITE_IOERR_SHMSIZE`)."""
         with self._mutex:
-            if self._connection is None:
-                self._connection, self._store_id = open_database(
+            try:
+                connection = self._connect(read)
+                return None if connection is None else fn(connection, *args)
+            except sqlite3.Error as error:
+                name = getattr(error, "sqlite_errorname", None) or type(error).__name__
+                raise SessionPersistenceError(
+                    f'session database at "{self.path}": {name}: {error}'
+                ) from error
+
+    def _connect(self, read: bool) -> sqlite3.Connection | None:
+        """The open connection, opened (read-only for a `read`) or reopened read-write for the
+        first write; None for a read when there is no database file."""
+        if self._connection is not None and self._reading and not read:
+            self._connection.close()
+            self._connection = None
+        if self._connection is None:
+            if read:
+                opened = open_reader(self.path, busy_timeout_ms=self.busy_timeout_ms)
+                if opened is None:
+                    return None
+            else:
+                opened = open_database(
                     self.path,
                     journal_mode=self.journal_mode,
                     busy_timeout_ms=self.busy_timeout_ms,
                 )
-            return fn(self._connection, *args)
+            self._connection, self._store_id = opened
+            self._reading = read
+            st = os.lstat(self.path)
+            self._identity = (st.st_dev, st.st_ino)
+        return self._connection
 
-    @staticmethod
     def _transaction(
-        connection: sqlite3.Connection, body: Callable[[], T], *, write: bool = True
+        self, connection: sqlite3.Connection, body: Callable[[], T], *, write: bool = True
     ) -> T:
-        """Run `body` in one transaction; any failure (COMMIT's too) rolls it back."""
+        """Run `body` in one transaction; any failure (COMMIT's too) rolls it back. A write
+        first checks that the path still names the database this connection opened."""
+        if write:
+            self._check_identity()
         connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
             result = body()
@@ -209,6 +251,16 @@ class SqliteBackend:
                 connection.execute("ROLLBACK")
             raise
         return result
+
+    def _check_identity(self) -> None:
+        """Raise `ReplacedFileError` when the database path no longer names the opened file (a
+        `mv`, then a copy put back: the connection would go on writing the orphan)."""
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            raise fsguard.ReplacedFileError(str(self.path)) from None
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise fsguard.ReplacedFileError(str(self.path))
 
     def _revision(self, incarnation: str, revision: int) -> str:
         return f"sqlite:{self._store_id}:{incarnation}:{revision}"
@@ -300,7 +352,11 @@ class SqliteBackend:
                 next_seq = stored[0]
             self._starts_at(session_id, first, next_seq)
             check_lock(
-                connection, session_id, self._tokens.get(session_id), stale_ms=self._stale_ms
+                connection,
+                session_id,
+                self._tokens.get(session_id),
+                host=self._host,
+                stale_ms=self._stale_ms,
             )
             if is_materialized:
                 connection.execute(
@@ -363,7 +419,11 @@ class SqliteBackend:
                 start = stored[0]
             self._starts_at(session_id, first, start)
             check_lock(
-                connection, session_id, self._tokens.get(session_id), stale_ms=self._stale_ms
+                connection,
+                session_id,
+                self._tokens.get(session_id),
+                host=self._host,
+                stale_ms=self._stale_ms,
             )
             if marker is not None:
                 connection.execute(
@@ -382,10 +442,18 @@ class SqliteBackend:
     # ---- locks ---------------------------------------------------------------------------
 
     def _acquire_writer(self, connection: sqlite3.Connection, session_id: str) -> None:
-        token = uuid.uuid4().hex
+        token = new_token()
         self._transaction(
             connection,
-            partial(check_lock, connection, session_id, token, stale_ms=self._stale_ms),
+            partial(
+                check_lock,
+                connection,
+                session_id,
+                token,
+                acquire=True,
+                host=self._host,
+                stale_ms=self._stale_ms,
+            ),
         )
         self._tokens[session_id] = token
         if not self._heartbeat:

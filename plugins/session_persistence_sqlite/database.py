@@ -1,7 +1,8 @@
 """Opening the session database: file safety, pragmas read back, and the schema (spec 02 §7).
 
-The file lives in an owner-only directory (created 0700 when missing), is a 0600 regular file
-(created so before SQLite opens it) and never a symbolic link. Every pragma is set and read back;
+The folder, the file and its side files follow the storage rule of
+`plugins.session_persistence.fsguard` (the folder is created 0700, the file 0600 before SQLite
+opens it; neither is ever a symbolic link). Every pragma is set and read back;
 switching the journal mode is retried every 10 ms while another connection holds the database,
 up to the busy timeout. The schema is created in one transaction on an empty database and
 checked (`application_id`, `user_version`) on every open.
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import stat
 import time
 import uuid
 from pathlib import Path
 from typing import Final, Literal
+from urllib.parse import quote
 
+from plugins.session_persistence import fsguard
 from plugins.session_persistence.errors import SessionPersistenceError
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "check_schema",
     "default_path",
     "open_database",
+    "open_reader",
 ]
 
 JournalMode = Literal["wal", "delete", "truncate", "persist"]
@@ -90,35 +93,29 @@ def _error(path: Path, what: str) -> SessionPersistenceError:
     return SessionPersistenceError(f'session database at "{path}": {what}')
 
 
+#: The files SQLite keeps beside the database (each checked by the storage rule when present).
+_SIDE_FILES: Final = ("-wal", "-shm", "-journal")
+
+
 def _prepare_file(path: Path) -> None:
-    """Owner-only parent directory, then a 0600 regular file that is not a symlink."""
-    parent = path.parent
-    if not os.path.lexists(parent):
-        os.makedirs(parent, mode=0o700, exist_ok=True)
-    st = os.stat(parent)
-    if not stat.S_ISDIR(st.st_mode):
-        raise _error(path, f'"{parent}" is not a directory')
-    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
-        raise _error(
-            path,
-            f'its directory "{parent}" must be owned by this user and owner-only (0700), '
-            f"found mode {stat.S_IMODE(st.st_mode):04o}",
-        )
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    """The storage rule (docs/storage-safety.md) with the database's folder as the root: the
+    folder (created 0700) and the database file (created 0600) and its side files owned by this
+    user, writable by nobody else, never symbolic links."""
+    parent = str(path.parent)
+    fsguard.make_dirs(parent)
+    fsguard.check_path(parent, parent)
     try:
-        fd = os.open(path, flags, 0o600)
+        fd = fsguard.open_file(str(path), os.O_RDWR)
+    except fsguard.UnsafeStorageError:
+        raise
     except OSError as error:
-        if os.path.islink(path):
-            raise _error(path, "the file is a symbolic link; refusing it") from None
         raise _error(path, f"cannot open the file: {error}") from error
-    try:
-        st = os.fstat(fd)
-    finally:
-        os.close(fd)
-    if not stat.S_ISREG(st.st_mode):
-        raise _error(path, "not a regular file")
-    if stat.S_IMODE(st.st_mode) != 0o600:
-        raise _error(path, f"the file must have mode 0600, found {stat.S_IMODE(st.st_mode):04o}")
+    os.close(fd)
+    for suffix in _SIDE_FILES:
+        try:
+            fsguard.check_file(f"{path}{suffix}")
+        except FileNotFoundError:
+            continue
 
 
 def _pragma(connection: sqlite3.Connection, path: Path, name: str, value: object) -> None:
@@ -217,3 +214,77 @@ def open_database(
         connection.close()
         raise
     return connection, store_id
+
+
+def _check_existing(path: Path) -> bool:
+    """The storage rule for a database that is only read: False when the file does not exist."""
+    parent = str(path.parent)
+    if not fsguard.check_path(parent, str(path)):
+        return False
+    for suffix in _SIDE_FILES:
+        try:
+            fsguard.check_file(f"{path}{suffix}")
+        except FileNotFoundError:
+            continue
+    return True
+
+
+def _read_only_file_system(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _has_wal(path: Path) -> bool:
+    try:
+        return os.stat(f"{path}-wal").st_size > 0
+    except FileNotFoundError:
+        return False
+
+
+def open_reader(path: Path, *, busy_timeout_ms: int) -> tuple[sqlite3.Connection, str] | None:
+    """A read-only connection and the store id, creating and changing nothing; None when there
+    is no database file. On a read-only file system, where SQLite cannot create the WAL index,
+    a database without a write-ahead log is opened as immutable (nothing can change it there);
+    one whose log holds transactions but lacks its index is refused (immutable would skip
+    them)."""
+    if not _check_existing(path):
+        return None
+    uri = f"file:{quote(str(path))}?mode=ro"
+    connection = None
+    for immutable in (False, True):
+        connection = sqlite3.connect(
+            uri + ("&immutable=1" if immutable else ""),
+            uri=True,
+            timeout=busy_timeout_ms / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            _pragma(connection, path, "busy_timeout", busy_timeout_ms)
+            _pragma(connection, path, "foreign_keys", 1)
+            _pragma(connection, path, "trusted_schema", 0)
+            _pragma(connection, path, "mmap_size", 0)
+            check_schema(connection, path)
+            row = connection.execute("SELECT store_id FROM persistence_state").fetchone()
+        except sqlite3.OperationalError as error:
+            connection.close()
+            if immutable or not _read_only_file_system(path):
+                raise _error(path, f"cannot open it for reading: {error}") from None
+            if _has_wal(path):  # immutable would ignore committed transactions in the WAL
+                raise _error(
+                    path,
+                    "cannot be read on this read-only file system: its write-ahead log holds "
+                    "committed transactions but its index (-shm) is missing; open it once "
+                    "where it is writable",
+                ) from None
+            continue
+        except BaseException:
+            connection.close()
+            raise
+        if row is None:
+            connection.close()
+            raise _error(path, "persistence_state holds no store id")
+        return connection, str(row[0])
+    raise AssertionError("unreachable")

@@ -1,9 +1,18 @@
 """Single-writer exclusion through the `session_locks` table (spec 02 §6, §7).
 
-A holder's row carries a random token, its pid and host, and a heartbeat (wall-clock ms) that a
+A holder's row carries a token, its pid and host, and a heartbeat (wall-clock ms) that a
 `Heartbeat` thread refreshes every 10 s while any lock is held. Another writer takes the row over
-only when the holder is gone: its pid is dead on this host, or its heartbeat is over 30 s old.
-All functions here run inside the caller's transaction on the backend's connection.
+only when the holder is gone (docs/storage-safety.md):
+
+- on this host, only when the holder's process is dead: its pid does not exist, is a zombie, or
+  now names another process (the token records the holder's boot id and process start time, so
+  a reboot or a reused pid frees the lock). A live holder keeps its lock however stale its
+  heartbeat (a SIGSTOPped or swapping process is alive);
+- a holder on another host, whose process cannot be seen, once its heartbeat is over 30 s old.
+
+A writer that held a lock and finds another token (or none) in the row lost it: every write
+checks, and raises `WriterLockLostError` instead of writing. All functions here run inside the
+caller's transaction on the backend's connection.
 """
 
 from __future__ import annotations
@@ -14,10 +23,11 @@ import socket
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Final
 
-from plugins.session_persistence.errors import SessionLockedError
+from plugins.session_persistence.errors import SessionLockedError, WriterLockLostError
 
 __all__ = [
     "HEARTBEAT_S",
@@ -25,8 +35,11 @@ __all__ = [
     "STALE_MS",
     "Heartbeat",
     "check_lock",
+    "holder_alive",
+    "new_token",
     "now_ms",
     "pid_alive",
+    "process_identity",
 ]
 
 #: How often a holder refreshes its heartbeat.
@@ -61,9 +74,52 @@ def pid_alive(pid: int) -> bool:
     return state not in (b"Z", b"X")
 
 
-def _stealable(pid: int, host: str, heartbeat_at: int, stale_ms: int) -> bool:
-    if host == HOST and not pid_alive(pid):
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
+            return file.read().strip() or None
+    except OSError:
+        return None
+
+
+def process_identity(pid: int) -> str | None:
+    """`<boot id>/<start time in clock ticks since boot>` of process `pid` (immune to wall-clock
+    changes), or None where /proc cannot tell."""
+    boot = _boot_id()
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            start = file.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+    return None if boot is None else f"{boot}/{start}"
+
+
+def new_token() -> str:
+    """A fresh lock token: random, then `@` and this process's identity when known."""
+    identity = process_identity(os.getpid())
+    token = uuid.uuid4().hex
+    return token if identity is None else f"{token}@{identity}"
+
+
+def holder_alive(pid: int, token: str) -> bool:
+    """Whether the holder that wrote `token` on this host still runs: its pid is alive and, when
+    the token recorded the process identity, it is still that process."""
+    if not pid_alive(pid):
+        return False
+    recorded = token.partition("@")[2]
+    if not recorded:
         return True
+    current = process_identity(pid)
+    if current is None:
+        return True
+    boot = _boot_id()
+    return current == recorded and recorded.startswith(f"{boot}/")
+
+
+def _stealable(row: tuple[str, int, str, int], host: str, stale_ms: int) -> bool:
+    token, pid, holder_host, heartbeat_at = row
+    if holder_host == host:
+        return not holder_alive(pid, token)
     return now_ms() - heartbeat_at > stale_ms
 
 
@@ -72,13 +128,16 @@ def check_lock(
     session_id: str,
     token: str | None,
     *,
+    acquire: bool = False,
+    host: str = HOST,
     stale_ms: int = STALE_MS,
 ) -> None:
-    """Inside a write transaction: let `token` (None for an unlocked one-off write) write
-    `session_id`, or raise `SessionLockedError` naming the live holder.
+    """Inside a write transaction: let `token` write `session_id`, or raise.
 
-    A held token whose row is missing or stealable is (re)written; a one-off write only needs
-    no live holder.
+    `acquire`: take the lock for `token` (a missing or stealable row is written, a live
+    holder raises `SessionLockedError`). Otherwise `token` is held and the row must still carry
+    it (else `WriterLockLostError`), or it is None: a one-off write that only needs no live
+    holder.
     """
     row = connection.execute(
         "SELECT token, pid, host, heartbeat_at FROM session_locks WHERE session_id = ?",
@@ -86,13 +145,16 @@ def check_lock(
     ).fetchone()
     if row is not None and row[0] == token:
         return
-    if row is not None and not _stealable(row[1], row[2], row[3], stale_ms):
+    if token is not None and not acquire:
+        pid, holder = (None, None) if row is None else (row[1], row[2])
+        raise WriterLockLostError(session_id, pid, holder)
+    if row is not None and not _stealable(row, host, stale_ms):
         raise SessionLockedError(session_id, row[1], row[2])
     if token is not None:
         connection.execute(
             "INSERT OR REPLACE INTO session_locks (session_id, token, pid, host, heartbeat_at)"
             " VALUES (?, ?, ?, ?, ?)",
-            (session_id, token, os.getpid(), HOST, now_ms()),
+            (session_id, token, os.getpid(), host, now_ms()),
         )
 
 

@@ -3,6 +3,7 @@ execution entry points (spec 03 §5.2)."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
@@ -33,6 +34,8 @@ class ToolsService(Service):
         self._registry = Registry()
         #: The staged pipeline the agent loop drives (see `plugins.tools.pipeline`).
         self.scheduler = ToolScheduler(ctx, self._registry, CancelGrace(cancel_grace_ms))
+        #: The plugin that registered each tool (see `source`).
+        self._sources: weakref.WeakKeyDictionary[Tool, str] = weakref.WeakKeyDictionary()
 
     def register(self, tool: Tool) -> Callable[[], Any]:
         """Register `tool` in the caller's layer; returns a disposer."""
@@ -47,6 +50,7 @@ class ToolsService(Service):
                     "register through that agent's `agent.ctx` instead)"
                 )
             raise ValueError(f'tool "{tool.name}" is already registered in this scope')
+        self._sources[tool] = self.caller.fiber.name
 
         def setup() -> Callable[[], None]:
             layer = self._registry.layer(scope)
@@ -82,6 +86,10 @@ class ToolsService(Service):
     def get(self, name: str, agent: AgentLike | None = None) -> Tool | None:
         """The tool `name` as `agent` sees it (nearest layer wins), else None."""
         return self._registry.resolve(name, _scope(agent))
+
+    def source(self, tool: Tool) -> str | None:
+        """The name of the plugin that registered `tool` (for listings such as `dsh tools`)."""
+        return self._sources.get(tool)
 
     def schemas(self, agent: AgentLike | None = None) -> list[dict[str, Any]]:
         """Model-facing declarations of every tool `agent` sees (nearest layer wins)."""

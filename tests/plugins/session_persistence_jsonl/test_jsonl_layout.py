@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from jsonl_helpers import MODES, backend, meta, turn, write
 
+from apps.cli.listing import session_rows
 from plugins.session_persistence.errors import SessionPersistenceError
-from plugins.session_persistence_jsonl import default_root, project_dir, segment
+from plugins.session_persistence.testing import running
+from plugins.session_persistence_jsonl import JsonlBackend, default_root, project_dir, segment
 
 pytestmark = pytest.mark.anyio
 
@@ -132,6 +134,27 @@ async def test_files_0600_dirs_0700_even_under_a_loose_umask(tmp_path: Path, mod
     await b.aclose()
 
 
+def assert_problem_row(headers: list[dict[str, object]], problem: str) -> None:
+    """The listing goes on past a refused entry: it shows up as a row with its problem."""
+    marked = [h for h in headers if problem in str(h.get("problem", ""))]
+    assert len(marked) == 1, headers
+    assert marked[0]["createdAt"] == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_one_bad_entry_does_not_hide_the_others(tmp_path: Path, mode: str) -> None:
+    b = backend(tmp_path, mode)
+    await write(b, meta("good", cwd="/a"), [turn(0)])
+    bad = await write(b, meta("bad", cwd="/b"), [turn(0)])
+    (bad.parent / ("session.jsonl" if mode == "zstd" else "session.jsonl.zstd")).write_bytes(b"")
+    headers = await b.list()
+    assert [h["id"] for h in headers] == ["bad", "good"]
+    assert "problem" not in headers[1]
+    assert str(headers[0]["problem"]).startswith(f'session artifact "{bad.parent}/session.jsonl')
+    with pytest.raises(SessionPersistenceError, match="but this backend is configured for"):
+        await b.load_stored("bad")  # the marked id still refuses to load
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_symlinked_session_file_is_refused(tmp_path: Path, mode: str) -> None:
     b = backend(tmp_path, mode)
@@ -142,8 +165,7 @@ async def test_symlinked_session_file_is_refused(tmp_path: Path, mode: str) -> N
     path.symlink_to(target)
     with pytest.raises(SessionPersistenceError, match="symbolic link"):
         await b.load_stored("s1")
-    with pytest.raises(SessionPersistenceError, match="symbolic link"):
-        await b.list()
+    assert_problem_row(await b.list(), "symbolic link")
     with pytest.raises(SessionPersistenceError, match="symbolic link"):
         await b.append_batch(meta(), turn(6, 2), is_materialized=True)
     with pytest.raises(SessionPersistenceError, match="symbolic link"):
@@ -157,9 +179,10 @@ async def test_other_encoding_in_the_root_is_refused(tmp_path: Path, mode: str) 
     other = "zstd" if mode == "none" else "none"
     await write(backend(tmp_path, other), meta(), [turn(0)])
     b = backend(tmp_path, mode)
-    for call in (b.load_stored("s1"), b.read_stored_revision("s1"), b.list()):
+    for call in (b.load_stored("s1"), b.read_stored_revision("s1")):
         with pytest.raises(SessionPersistenceError, match="but this backend is configured for"):
             await call
+    assert_problem_row(await b.list(), "but this backend is configured for")
     with pytest.raises(SessionPersistenceError, match="but this backend is configured for"):
         await b.append_batch(meta(), turn(0), is_materialized=False)
 
@@ -172,8 +195,7 @@ async def test_flat_log_file_is_refused(tmp_path: Path, mode: str) -> None:
     flat.write_bytes(path.read_bytes())
     with pytest.raises(SessionPersistenceError, match="uses the unsupported flat-file layout"):
         await b.load_stored("s2")
-    with pytest.raises(SessionPersistenceError, match="uses the unsupported flat-file layout"):
-        await b.list()
+    assert_problem_row(await b.list(), "uses the unsupported flat-file layout")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -186,8 +208,7 @@ async def test_one_id_in_two_project_dirs_is_refused(tmp_path: Path, mode: str) 
     elsewhere.parent.parent.rename(tmp_path / "sessions" / "--b--")
     with pytest.raises(SessionPersistenceError, match="appears in multiple project directories"):
         await b.load_stored("s1")
-    with pytest.raises(SessionPersistenceError, match="appears in multiple project directories"):
-        await b.list()
+    assert_problem_row(await b.list(), "appears in multiple project directories")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -199,8 +220,7 @@ async def test_header_must_reproduce_its_location(tmp_path: Path, mode: str) -> 
     path.parent.rename(moved)
     with pytest.raises(SessionPersistenceError, match="and cwd identify"):
         await b.load_stored("s1")
-    with pytest.raises(SessionPersistenceError, match="and cwd identify"):
-        await b.list()
+    assert_problem_row(await b.list(), "and cwd identify")
 
 
 async def test_nothing_stored(tmp_path: Path) -> None:
@@ -230,3 +250,25 @@ async def test_log_removed_while_listed_is_skipped(
 
     monkeypatch.setattr(os, "open", removed_before_open)
     assert [header["id"] for header in await b.list()] == ["kept"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_dsh_sessions_rows_mark_the_refused_entry(tmp_path: Path, mode: str) -> None:
+    """`dsh sessions` (its row builder) lists every readable session and marks the bad one,
+    whether the listing or the later inspect finds the problem."""
+    root = tmp_path / "sessions"
+    async with running(JsonlBackend(root, compression=mode)) as world:  # type: ignore[arg-type]
+        for name in ("good", "misplaced", "linked"):
+            await world.service.create({**meta(name), "cwd": f"/{name}"})
+            await world.service.append(name, turn(0))
+    (root / "--misplaced--").rename(root / "--elsewhere--")
+    outside = tmp_path / "outside"
+    (root / "--linked--").rename(outside)
+    (root / "--linked--").symlink_to(outside, target_is_directory=True)
+    async with running(JsonlBackend(root, compression=mode)) as world:  # type: ignore[arg-type]
+        rows = {row.id: row for row in await session_rows(world.service)}
+    assert set(rows) == {"good", "misplaced", "--linked--"}
+    assert rows["good"].problem is None
+    assert rows["good"].events == len(turn(0))
+    assert "and cwd identify" in str(rows["misplaced"].problem)
+    assert "is a symbolic link" in str(rows["--linked--"].problem)

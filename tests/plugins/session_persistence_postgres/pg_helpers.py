@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import anyio
 import psycopg
 from postgres_support import PostgresTarget
 from psycopg import sql
@@ -93,3 +95,12 @@ def tear_tail(target: PostgresTarget, session_id: str) -> None:
 def plant_version(target: PostgresTarget, session_id: str, version: int) -> None:
     """Mark a stored session as written in log format `version`."""
     execute(target, "UPDATE dsh_sessions SET version = %s WHERE id = %s", version, session_id)
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Wait (bounded, about 5 s) until `condition()` holds."""
+    for _ in range(500):
+        if condition():
+            return
+        await anyio.sleep(0.01)
+    raise AssertionError(f"timed out waiting until {what}")

@@ -13,14 +13,15 @@ import time
 from pathlib import Path
 
 import anyio
+import psycopg
 import pytest
-from pg_helpers import backend, event, execute, meta, turn
+from pg_helpers import backend, event, execute, meta, turn, until
 from postgres_support import PostgresTarget
 
 import plugins.session
 import plugins.session_persistence_postgres as pg
 from framework import Context
-from plugins.session_persistence.errors import SessionLockedError
+from plugins.session_persistence.errors import SessionLockedError, WriterLockLostError
 from plugins.session_persistence_postgres import PostgresBackend, lock_key
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
@@ -121,24 +122,63 @@ async def test_a_dropped_lock_connection_is_reacquired_on_the_next_write(
     await other.aclose()
 
 
-async def test_a_dropped_lock_taken_by_another_writer_refuses_the_next_write(
-    postgres: PostgresTarget,
+async def test_a_dropped_lock_connection_is_retaken_at_once_without_a_write(
+    postgres: PostgresTarget, caplog: pytest.LogCaptureFixture
 ) -> None:
-    owner, thief = backend(postgres), backend(postgres)
+    """The watcher notices the dropped connection by itself and re-takes the lock at once, so
+    no other writer can slip in before the owner's next write."""
+    owner, other = backend(postgres), backend(postgres)
     await owner.acquire_writer("s1")
     await owner.append_batch(meta(), turn(0), is_materialized=False)
+    first_pid = owner._lock_pid
     terminate_lock_connection(postgres, owner)
-    await thief.acquire_writer("s1")
-    with pytest.raises(SessionLockedError) as caught:
-        await owner.append_batch(meta(), turn(5, 2), is_materialized=True)
-    assert caught.value.pid == os.getpid()
-    stored = await thief.load_stored("s1")
-    assert stored is not None
-    assert len(stored.events) == 5
-    await thief.release_writer("s1")
-    await owner.append_batch(meta(), turn(5, 2), is_materialized=True)  # free again: re-acquired
+    await until(lambda: owner._lock_pid != first_pid, "the lock connection was replaced")
+    key = lock_key("s1")
+    held = "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    await until(
+        lambda: (
+            execute(postgres, held + " AND objid = %s", key & 0xFFFFFFFF) == [(owner._lock_pid,)]
+        ),
+        "the lock was re-taken",
+    )
+    with pytest.raises(SessionLockedError):
+        await other.acquire_writer("s1")
+    assert "the writer-lock connection dropped; re-took 1 lock(s)" in caplog.text
+    await owner.append_batch(meta(), turn(5, 2), is_materialized=True)
     await owner.aclose()
-    await thief.aclose()
+    await other.aclose()
+
+
+async def test_a_dropped_lock_taken_by_another_writer_stops_the_owner(
+    postgres: PostgresTarget, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pg_terminate_backend of the lock connection while another connection waits for the
+    lock: it wins, the owner's watcher finds out at once, and every later write of the owner
+    fails closed (WriterLockLostError) until it lets the session go."""
+    owner = backend(postgres)
+    await owner.acquire_writer("s1")
+    await owner.append_batch(meta(), turn(0), is_materialized=False)
+    async with await psycopg.AsyncConnection.connect(postgres.dsn, autocommit=True) as thief:
+        async with anyio.create_task_group() as group:
+            group.start_soon(thief.execute, "SELECT pg_advisory_lock(%s)", (lock_key("s1"),))
+            waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            await until(lambda: execute(postgres, waiting) == [(1,)], "the thief waits")
+            terminate_lock_connection(postgres, owner)
+        await until(lambda: "lost session" in caplog.text, "the owner noticed")
+        assert 'lost session "s1"' in caplog.text
+        with pytest.raises(WriterLockLostError) as caught:
+            await owner.append_batch(meta(), turn(5, 2), is_materialized=True)
+        assert str(caught.value).startswith('session "s1" lost its writer lock to another writer')
+        await thief.execute("SELECT pg_advisory_unlock(%s)", (lock_key("s1"),))
+    with pytest.raises(WriterLockLostError):  # free again, but the owner stopped for good
+        await owner.append_batch(meta(), turn(5, 2), is_materialized=True)
+    with pytest.raises(WriterLockLostError):
+        await owner.acquire_writer("s1")
+    assert execute(postgres, "SELECT next_seq FROM dsh_sessions") == [(5,)]
+    await owner.release_writer("s1")  # letting it go ends the refusal; a new binding may write
+    await owner.acquire_writer("s1")
+    await owner.append_batch(meta(), turn(5, 2), is_materialized=True)
+    await owner.aclose()
 
 
 async def test_process_death_frees_the_lock_for_a_repairing_takeover(

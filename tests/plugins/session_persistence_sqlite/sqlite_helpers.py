@@ -10,6 +10,7 @@ from typing import Any
 
 from plugins.session_persistence.testing import FIXTURE_NAMES, FIXTURES  # noqa: F401
 from plugins.session_persistence_sqlite import SqliteBackend
+from plugins.session_persistence_sqlite.database import open_database
 
 JsonObject = dict[str, Any]
 
@@ -61,6 +62,11 @@ def db_path(root: Path) -> Path:
     directory = root / "db"
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     return directory / "sessions.sqlite3"
+
+
+def create_database(root: Path) -> None:
+    """Create the (empty) test database, as the first write would."""
+    open_database(db_path(root), journal_mode="wal", busy_timeout_ms=5000)[0].close()
 
 
 def backend(root: Path, **kwargs: Any) -> SqliteBackend:

@@ -12,6 +12,7 @@ import pytest
 from sqlite_helpers import backend, connect, db_path, meta, turn, write
 
 from plugins.session_persistence.errors import SessionPersistenceError
+from plugins.session_persistence.fsguard import UnsafeStorageError
 from plugins.session_persistence_sqlite import APPLICATION_ID, SCHEMA_VERSION, SqliteBackend
 from plugins.session_persistence_sqlite.database import open_database
 
@@ -111,12 +112,12 @@ def test_file_and_directory_modes(tmp_path: Path) -> None:
     open_database(path, journal_mode="wal", busy_timeout_ms=5000)[0].close()
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert os.stat(path.parent).st_mode & 0o777 == 0o700
-    os.chmod(path, 0o644)
-    with pytest.raises(SessionPersistenceError, match="must have mode 0600, found 0644"):
+    os.chmod(path, 0o664)
+    with pytest.raises(UnsafeStorageError, match=r"writable by group or others \(mode 0664\)"):
         open_database(path, journal_mode="wal", busy_timeout_ms=5000)
     os.chmod(path, 0o600)
-    os.chmod(path.parent, 0o755)
-    with pytest.raises(SessionPersistenceError, match=r"owner-only \(0700\), found mode 0755"):
+    os.chmod(path.parent, 0o775)
+    with pytest.raises(UnsafeStorageError, match=f"chmod 700 '{path.parent}'"):
         open_database(path, journal_mode="wal", busy_timeout_ms=5000)
 
 

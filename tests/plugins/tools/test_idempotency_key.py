@@ -77,8 +77,8 @@ def test_concurrent_first_uses_agree_on_one_identity(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("prepare", "message"),
     [
-        (lambda p, o: os.symlink(o, p), "is a symbolic link; refusing it"),
-        (lambda p, o: (p.write_text("0" * 32 + "\n"), p.chmod(0o644)), "owner-only (0600)"),
+        (lambda p, o: os.symlink(o, p), "is a symbolic link; refusing to follow it"),
+        (lambda p, o: (p.write_text("0" * 32 + "\n"), p.chmod(0o664)), "writable by group"),
         (lambda p, o: (p.write_text("not an id\n"), p.chmod(0o600)), "is malformed"),
     ],
 )

@@ -1,0 +1,98 @@
+"""Tools from MCP servers (`dsh-mcp`), on the official `mcp` SDK (see docs/mcp.md).
+
+Config: `servers: {name: {command, args?, env?, cwd?} | {url, headers?}}`, and per server
+`tools` (allow-list), `timeout_ms`, `read_only`, `start_timeout_ms`. Mounting starts every server
+(concurrently), lists its tools and registers each as `mcp__<server>__<tool>`; a server that
+does not start fails the row. Disposing the row stops the servers and reaps their processes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from plugins.llm import HarnessError
+
+from .config import Config, HttpServer, StdioServer
+from .connection import IDEMPOTENCY_META_KEY, Connection, Listing
+from .errors import (
+    MCP_ERROR,
+    MCP_INVALID_RESULT,
+    MCP_SERVER_DIED,
+    MCP_SERVER_UNAVAILABLE,
+    MCP_START_FAILED,
+    MCP_TOOL_ERROR,
+    MCP_UNKNOWN_TOOL,
+    McpCallError,
+    McpResultError,
+    McpServerDiedError,
+    McpServerUnavailableError,
+    McpStartError,
+    McpToolError,
+    McpToolListError,
+)
+from .tool_lists import EVENT_TYPE, ToolListRecorder
+from .tools import McpTool, build_tools, tool_name
+
+__all__ = [
+    "EVENT_TYPE",
+    "IDEMPOTENCY_META_KEY",
+    "MCP_ERROR",
+    "MCP_INVALID_RESULT",
+    "MCP_SERVER_DIED",
+    "MCP_SERVER_UNAVAILABLE",
+    "MCP_START_FAILED",
+    "MCP_TOOL_ERROR",
+    "MCP_UNKNOWN_TOOL",
+    "Config",
+    "Connection",
+    "HttpServer",
+    "Listing",
+    "McpCallError",
+    "McpResultError",
+    "McpServerDiedError",
+    "McpServerUnavailableError",
+    "McpStartError",
+    "McpTool",
+    "McpToolError",
+    "McpToolListError",
+    "StdioServer",
+    "apply",
+    "inject",
+    "name",
+    "tool_name",
+]
+
+name = "mcp"
+inject = ["tools"]
+
+
+async def apply(ctx: Any, config: Config) -> None:
+    """Start the servers, register their tools and the `mcp/tools` recorder."""
+    connections = {
+        server: Connection(ctx, server, settings) for server, settings in config.servers.items()
+    }
+    listings: dict[str, Listing] = {}
+    errors: dict[str, McpStartError] = {}
+
+    async def start(connection: Connection) -> None:
+        try:
+            listings[connection.name] = await connection.start()
+        except McpStartError as error:
+            errors[connection.name] = error
+
+    async with anyio.create_task_group() as group:
+        for connection in connections.values():
+            group.start_soon(start, connection)
+    failures = [errors[server] for server in connections if server in errors]
+    if len(failures) == 1:
+        raise failures[0]
+    if failures:
+        raise HarnessError("; ".join(str(error) for error in failures), MCP_START_FAILED)
+    for server, connection in connections.items():
+        for tool in build_tools(connection, listings[server].tools):
+            ctx.tools.register(tool)
+    recorder = ToolListRecorder(ctx, connections.values())
+    ctx.on("tools/pre-execute", recorder.pre_execute)
+    ctx.on("session/disposed", recorder.forget)
