@@ -8,13 +8,19 @@ for its call to finish, so a write is never abandoned half-way (docs/performance
 
 With `overflow=True` a call that arrives while the thread is busy runs in an anyio worker thread
 instead, so independent calls (the files of many sessions) still run in parallel.
+
+With a `group` runner, calls submitted with `group=True` that are queued one after another are
+taken together (two or more) and handed to the runner, which runs each inside one unit of its own
+(SQLite: one transaction, one commit, so one fsync for many sessions' writes). A call's own failure
+is its alone; a failure of the unit (the runner raising) fails every call of the group that had not
+already failed. Callers are woken only once the whole unit has finished.
 """
 
 from __future__ import annotations
 
-import queue
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar
 
@@ -26,6 +32,8 @@ T = TypeVar("T")
 
 #: Seconds an idle thread waits for work before it exits (the next call starts a new one).
 IDLE_SECONDS = 30.0
+#: At most this many calls are grouped into one unit.
+GROUP_MAX = 512
 
 
 def _waker() -> Callable[[Callable[[], object]], object]:
@@ -39,44 +47,59 @@ def _waker() -> Callable[[Callable[[], object]], object]:
     return asyncio.get_running_loop().call_soon_threadsafe
 
 
-class _Call(Generic[T]):
-    __slots__ = ("done", "error", "fn", "result", "wake")
+class Call(Generic[T]):
+    """One submitted call; a group runner calls `execute()` on each call of its group."""
 
-    def __init__(self, fn: Callable[[], T]) -> None:
+    __slots__ = ("done", "error", "fn", "group", "result", "wake")
+
+    def __init__(self, fn: Callable[[], T], group: bool) -> None:
         self.fn = fn
+        self.group = group
         self.done = anyio.Event()
         self.wake = _waker()
         self.result: T | None = None
         self.error: BaseException | None = None
 
-    def run(self) -> None:
+    def execute(self) -> None:
+        """Run the call, recording its result or its exception."""
         try:
             self.result = self.fn()
         except BaseException as error:
             self.error = error
+
+    def finish(self) -> None:
         self.wake(self.done.set)
+
+
+#: Runs a group of calls as one unit (see the module docstring).
+GroupRunner = Callable[[Sequence[Call[Any]]], None]
 
 
 class IoThread:
     """Runs blocking calls, one at a time and in order, on one long-lived thread."""
 
-    def __init__(self, name: str, *, overflow: bool = False) -> None:
+    def __init__(
+        self, name: str, *, overflow: bool = False, group: GroupRunner | None = None
+    ) -> None:
         self._name = name
         self._overflow = overflow
-        self._jobs: queue.SimpleQueue[_Call[Any]] = queue.SimpleQueue()
-        self._guard = threading.Lock()
+        self._group = group
+        self._jobs: deque[Call[Any]] = deque()
+        self._guard = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         #: Calls submitted to the thread and not yet finished.
         self._queued = 0
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)` off the loop; its result or its exception."""
+    async def run(self, fn: Callable[..., T], *args: Any, group: bool = False) -> T:
+        """`fn(*args)` off the loop; its result or its exception. `group=True` lets it share a
+        unit with the group-able calls queued next to it."""
         if self._overflow and self._queued:
             return await anyio.to_thread.run_sync(partial(fn, *args))
-        call: _Call[T] = _Call(partial(fn, *args))
+        call: Call[T] = Call(partial(fn, *args), group and self._group is not None)
         with self._guard:
             self._queued += 1
-            self._jobs.put(call)
+            self._jobs.append(call)
+            self._guard.notify()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
                 self._thread.start()
@@ -88,14 +111,31 @@ class IoThread:
 
     def _serve(self) -> None:
         while True:
-            try:
-                call = self._jobs.get(timeout=IDLE_SECONDS)
-            except queue.Empty:
-                with self._guard:
-                    if self._jobs.empty():
-                        self._thread = None
-                        return
-                continue
-            call.run()
             with self._guard:
-                self._queued -= 1
+                if not self._jobs and not self._guard.wait_for(
+                    lambda: bool(self._jobs), timeout=IDLE_SECONDS
+                ):
+                    self._thread = None
+                    return
+                calls = [self._jobs.popleft()]
+                if calls[0].group:
+                    while self._jobs and self._jobs[0].group and len(calls) < GROUP_MAX:
+                        calls.append(self._jobs.popleft())
+            if len(calls) == 1:
+                calls[0].execute()
+            else:
+                self._run_group(calls)
+            with self._guard:
+                self._queued -= len(calls)
+            for call in calls:
+                call.finish()
+
+    def _run_group(self, calls: list[Call[Any]]) -> None:
+        assert self._group is not None
+        try:
+            self._group(calls)
+        except BaseException as error:
+            for call in calls:
+                if call.error is None:
+                    call.error = error
+                    call.result = None

@@ -29,7 +29,7 @@ from plugins.session.events import HEADER_KEYS
 from plugins.session_persistence import fsguard
 from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
 from plugins.session_persistence.errors import SessionPersistenceError, StaleWriterError
-from plugins.session_persistence.offload import IoThread
+from plugins.session_persistence.offload import Call, IoThread
 
 from .database import JournalMode, check_schema, open_database, open_reader
 from .locks import HEARTBEAT_S, HOST, STALE_MS, Heartbeat, check_lock, new_token, now_ms
@@ -108,8 +108,10 @@ class SqliteBackend:
         self._store_id = ""
         #: (st_dev, st_ino) of the database file the connection opened.
         self._identity = (0, 0)
-        self._mutex = threading.Lock()
-        self._thread = IoThread(f"dsh-sqlite {path}")
+        self._mutex = threading.RLock()
+        #: True while a group commit's transaction is open (its calls use savepoints).
+        self._grouped = False
+        self._thread = IoThread(f"dsh-sqlite {path}", group=self._commit_group)
         self._heartbeat: list[Heartbeat] = []
         #: session id -> the lock token this instance holds.
         self._tokens: dict[str, str] = {}
@@ -141,7 +143,8 @@ class SqliteBackend:
     ) -> None:
         """One `BEGIN IMMEDIATE` transaction: checks, the session row on first write, rows."""
         if events or not is_materialized:
-            await self._run(self._append_batch, meta, list(events), is_materialized)
+            args = (meta, list(events), is_materialized)
+            await self._thread.run(self._call, self._append_batch, args, False, group=True)
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -240,6 +243,8 @@ class SqliteBackend:
     ) -> T:
         """Run `body` in one transaction; any failure (COMMIT's too) rolls it back. A write
         first checks that the path still names the database this connection opened."""
+        if self._grouped:
+            return self._savepoint(connection, body)
         if write:
             self._check_identity()
         connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -251,6 +256,56 @@ class SqliteBackend:
                 connection.execute("ROLLBACK")
             raise
         return result
+
+    @staticmethod
+    def _savepoint(connection: sqlite3.Connection, body: Callable[[], T]) -> T:
+        """`body` inside the open group transaction: its failure undoes its own writes only."""
+        connection.execute("SAVEPOINT batch")
+        try:
+            result = body()
+        except BaseException:
+            connection.execute("ROLLBACK TO batch")
+            connection.execute("RELEASE batch")
+            raise
+        connection.execute("RELEASE batch")
+        return result
+
+    def _commit_group(self, calls: Sequence[Call[Any]]) -> None:
+        """Group commit: the queued appends of many sessions in one transaction (one fsync).
+
+        Each append keeps its own checks (next seq, writer lock) inside a savepoint, so a bad
+        one fails alone; a failed COMMIT fails them all and forgets what they advanced."""
+        with self._mutex:
+            seen = dict(self._seen)
+            connection: sqlite3.Connection | None = None
+            try:
+                connection = self._connect(False)
+                assert connection is not None
+                self._check_identity()
+                connection.execute("BEGIN IMMEDIATE")
+                self._grouped = True
+                for call in calls:
+                    if not connection.in_transaction:
+                        # SQLite rolled the whole transaction back (a full disk, an I/O error).
+                        raise SessionPersistenceError(
+                            f'session database at "{self.path}": the group transaction was '
+                            "rolled back"
+                        )
+                    call.execute()
+                connection.execute("COMMIT")
+            except BaseException as error:
+                self._seen.clear()
+                self._seen.update(seen)
+                if connection is not None and connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                if isinstance(error, sqlite3.Error):
+                    name = getattr(error, "sqlite_errorname", None) or type(error).__name__
+                    raise SessionPersistenceError(
+                        f'session database at "{self.path}": {name}: {error}'
+                    ) from error
+                raise
+            finally:
+                self._grouped = False
 
     def _check_identity(self) -> None:
         """Raise `ReplacedFileError` when the database path no longer names the opened file (a
