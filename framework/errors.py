@@ -37,6 +37,11 @@ class ManifestError(FrameworkError):
 class BootError(FrameworkError):
     """Booting a manifest left rows failed or still waiting for services."""
 
+    def __init__(self, message: str, hints: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        #: How to provide each awaited service no row provides (kept out of the message).
+        self.hints = hints
+
 
 def validation_problems(exc: ValidationError) -> list[Problem]:
     """One `(message, location)` pair per problem of a pydantic `ValidationError`."""

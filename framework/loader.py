@@ -9,8 +9,9 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
@@ -38,9 +39,20 @@ from framework.manifest import (
     interpolate,
     load_manifest,
 )
+from framework.service import Service
 from framework.sources import ManifestInput, ManifestSource, manifest_source
 
-__all__ = ["boot", "check_manifest", "plugin_entry_points", "resolve_plugin"]
+__all__ = [
+    "ManifestCheck",
+    "boot",
+    "check_manifest",
+    "inspect_manifest",
+    "missing_service_hint",
+    "missing_services",
+    "plugin_entry_points",
+    "provided_services",
+    "resolve_plugin",
+]
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +212,104 @@ def _prepare(
     return manifest, plugins, problems
 
 
+def provided_services(plugin: object) -> tuple[str, ...]:
+    """The services a plugin provides, as far as can be told without applying it: the
+    ``provide`` of a ``Service`` class plugin, or of the ``Service`` classes a module defines
+    or exports, and ``sessionPersistence`` for a module that mounts a persistence backend (it
+    exports ``mount_persistence``). A plugin providing through ``ctx.provide`` alone is
+    invisible here."""
+    if isinstance(plugin, type):
+        provide = getattr(plugin, "provide", None) if issubclass(plugin, Service) else None
+        return (provide,) if isinstance(provide, str) else ()
+    if not isinstance(plugin, ModuleType):
+        return ()
+    names: list[str] = []
+    for value in vars(plugin).values():
+        if isinstance(value, type) and issubclass(value, Service) and value is not Service:
+            provide = getattr(value, "provide", None)
+            if isinstance(provide, str):
+                names.append(provide)
+    if hasattr(plugin, "mount_persistence"):
+        names.append("sessionPersistence")
+    return tuple(dict.fromkeys(names))
+
+
+def missing_service_hint(service: str, installed: Mapping[str, EntryPoint] | None = None) -> str:
+    """``service "<s>" is not provided by any row; add a row with name: <entry point>``, naming
+    the installed plugins that provide it (from the entry points)."""
+    providers = []
+    for name, entry_point in sorted((installed or plugin_entry_points()).items()):
+        try:
+            plugin = entry_point.load()
+        except Exception:  # a broken entry point provides nothing; `dsh plugins` reports it
+            continue
+        if service in provided_services(plugin):
+            providers.append(name)
+    text = f'service "{service}" is not provided by any row'
+    if not providers:
+        return text
+    others = f" (or {', '.join(providers[1:])})" if providers[1:] else ""
+    return f"{text}; add a row with name: {providers[0]}{others}"
+
+
+@dataclass
+class ManifestCheck:
+    """What a static check found: the manifest (None when it did not parse), each enabled
+    row's resolved plugin and interpolated, validated config, the problems and the warnings."""
+
+    manifest: Manifest | None
+    plugins: dict[str, object] = field(default_factory=dict)
+    configs: dict[str, object] = field(default_factory=dict)
+    problems: list[ManifestProblem] = field(default_factory=list)
+    warnings: list[ManifestProblem] = field(default_factory=list)
+
+
+def inspect_manifest(
+    manifest: ManifestInput,
+    patches: Patches = (),
+    *,
+    environ: Mapping[str, str] | None = None,
+    base_dir: str | os.PathLike[str] | None = None,
+) -> ManifestCheck:
+    """Check a manifest and its overlays without applying any plugin (see
+    :func:`check_manifest`), keeping what the check resolved for further checks."""
+    environ = os.environ if environ is None else environ
+    parsed, plugins, problems = _prepare(manifest_source(manifest, base_dir), patches)
+    return _inspect(parsed, plugins, problems, environ)
+
+
+def _inspect(
+    manifest: Manifest | None,
+    plugins: dict[str, object],
+    problems: list[ManifestProblem],
+    environ: Mapping[str, str],
+) -> ManifestCheck:
+    result = ManifestCheck(manifest, plugins, {}, problems)
+    if manifest is None:
+        return result
+    result.warnings = list(manifest.warnings)
+    for entry in manifest.walk(enabled_only=True):
+        plugin = plugins.get(entry.id)
+        if plugin is None:
+            continue
+        try:
+            config = interpolate(entry.config, environ, entry.env_refs)
+        except MissingVariable as exc:
+            message = f"failed to apply loader entry {entry.id} ({entry.name}): {exc}"
+            problems.append(ManifestProblem(message, exc.loc, entry.id))
+            continue
+        model = _config_model(plugin)
+        if model is None:
+            result.configs[entry.id] = config
+            continue
+        try:
+            result.configs[entry.id] = model.model_validate({} if config is None else config)
+        except ValidationError as exc:
+            text = _invalid_config(entry, validation_problems(exc))
+            problems.append(ManifestProblem(text, entry.config_loc or entry.loc, entry.id))
+    return result
+
+
 def check_manifest(
     manifest: ManifestInput,
     patches: Patches = (),
@@ -212,29 +322,43 @@ def check_manifest(
     The manifest is a file path, YAML text or a list of rows (see ``framework.sources``).
     Checks syntax, shape, overlays, name resolution, ``${VAR}`` variables and each resolved
     plugin's ``Config``. Each problem names its file (or ``<manifest>``/``<rows>``) and line.
+    A manifest may be completed by another file, so services no row provides are left to
+    :func:`missing_services`.
     """
-    environ = os.environ if environ is None else environ
-    parsed, plugins, problems = _prepare(manifest_source(manifest, base_dir), patches)
-    if parsed is None:
-        return problems
-    for entry in parsed.walk(enabled_only=True):
-        plugin = plugins.get(entry.id)
-        if plugin is None:
-            continue
-        try:
-            config = interpolate(entry.config, environ, entry.env_refs)
-        except MissingVariable as exc:
-            message = f"failed to apply loader entry {entry.id} ({entry.name}): {exc}"
-            problems.append(ManifestProblem(message, exc.loc, entry.id))
-            continue
-        model = _config_model(plugin)
-        if model is None:
-            continue
-        try:
-            model.model_validate({} if config is None else config)
-        except ValidationError as exc:
-            text = _invalid_config(entry, validation_problems(exc))
-            problems.append(ManifestProblem(text, entry.config_loc or entry.loc, entry.id))
+    return inspect_manifest(manifest, patches, environ=environ, base_dir=base_dir).problems
+
+
+def _needs(entry: Entry, plugin: object) -> tuple[str, ...]:
+    try:
+        declared = describe(plugin)[1]
+    except PluginError:
+        declared = ()
+    return tuple(dict.fromkeys((*declared, *entry.inject)))
+
+
+def missing_services(found: ManifestCheck) -> list[ManifestProblem]:
+    """One problem per service that enabled rows need and no enabled row provides (what boot
+    would leave PENDING), naming the installed plugin that provides it."""
+    if found.manifest is None:
+        return []
+    manifest, plugins = found.manifest, found.plugins
+    rows = [(e, plugins[e.id]) for e in manifest.walk(enabled_only=True) if e.id in plugins]
+    provided = {service for _, plugin in rows for service in provided_services(plugin)}
+    needed: dict[str, list[Entry]] = {}
+    for entry, plugin in rows:
+        for service in _needs(entry, plugin):
+            if service not in provided:
+                needed.setdefault(service, []).append(entry)
+    if not needed:
+        return []
+    installed = plugin_entry_points()
+    problems = []
+    for service, entries in needed.items():
+        first = entries[0]
+        ids = ", ".join(e.id for e in entries)
+        label = "entry" if len(entries) == 1 else "entries"
+        message = f"{missing_service_hint(service, installed)} (needed by {label} {ids})"
+        problems.append(ManifestProblem(message, first.loc, first.id))
     return problems
 
 
@@ -288,6 +412,20 @@ class _Mounter:
                 lines.append(f"{entry.id} ({entry.name}): waiting for services: {waiting}")
         return lines
 
+    def hints(self) -> list[str]:
+        """A hint for each service that PENDING rows await and no row of the manifest
+        provides (naming the installed plugin that does)."""
+        awaited: dict[str, None] = {}
+        for _entry, fiber in self.fibers.values():
+            if fiber.state is FiberState.PENDING:
+                awaited.update(dict.fromkeys(fiber.waiting_for()))
+        provided = {s for plugin in self.plugins.values() for s in provided_services(plugin)}
+        unprovided = [service for service in awaited if service not in provided]
+        if not unprovided:
+            return []
+        installed = plugin_entry_points()
+        return [missing_service_hint(service, installed) for service in unprovided]
+
     @staticmethod
     def _error(entry: Entry, error: BaseException | None) -> str:
         if isinstance(error, ConfigError):
@@ -297,6 +435,32 @@ class _Mounter:
         if isinstance(error, FrameworkError):
             return str(error) or type(error).__name__
         return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+class _HeldErrors(logging.Filter):
+    """Holds the ``framework`` logger's error records while a boot settles: a failed boot
+    reports each failed row in its ``BootError``, so they are not logged a second time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        self.records.append(record)
+        return False
+
+
+@contextmanager
+def _holding_framework_errors() -> Iterator[_HeldErrors]:
+    framework_log = logging.getLogger("framework")
+    held = _HeldErrors()
+    framework_log.addFilter(held)
+    try:
+        yield held
+    finally:
+        framework_log.removeFilter(held)
 
 
 @asynccontextmanager
@@ -313,7 +477,9 @@ async def boot(
     mappings; relative names in text or rows resolve against ``base_dir`` (default: the working
     folder now). Every row is mounted concurrently and boot waits until all have settled. Raises
     ``ManifestError`` (all parse, shape and resolution problems) or ``BootError`` (rows FAILED
-    or still PENDING; everything is disposed first). Leaving the block disposes everything.
+    or still PENDING, its ``hints`` naming the plugin for each awaited service no row provides;
+    everything is disposed first). The framework's error records of a failed boot are logged
+    at DEBUG only (the ``BootError`` carries them). Leaving the block disposes everything.
     """
     source = manifest_source(manifest, base_dir)
     parsed, plugins, problems = _prepare(source, patches)
@@ -321,11 +487,19 @@ async def boot(
         raise ManifestError("\n".join(str(p) for p in problems))
     mounter = _Mounter(plugins, os.environ if environ is None else environ, source)
     failed: list[str] = []
+    hints: list[str] = []
     async with Context() as ctx:
-        for entry in parsed.entries:
-            mounter.mount(ctx, entry)
-        await ctx.settle()
-        failed = mounter.problems()
+        with _holding_framework_errors() as held:
+            for entry in parsed.entries:
+                mounter.mount(ctx, entry)
+            await ctx.settle()
+            failed = mounter.problems()
+            hints = mounter.hints() if failed else []
+        for record in held.records:
+            if failed:
+                log.debug("%s", record.getMessage(), exc_info=record.exc_info)
+            else:
+                logging.getLogger(record.name).handle(record)
         if not failed:
             yield ctx
     if failed:
@@ -333,5 +507,6 @@ async def boot(
             log.error("failed to apply loader entry %s", line)
         body = "\n".join("  " + line.replace("\n", "\n  ") for line in failed)
         raise BootError(
-            f"failed to boot {source.label}: {len(failed)} entries did not start\n{body}"
+            f"failed to boot {source.label}: {len(failed)} entries did not start\n{body}",
+            tuple(hints),
         )

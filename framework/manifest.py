@@ -16,6 +16,10 @@ from typing import Any, Final
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import (
+    CollectionEndEvent,
+    CollectionStartEvent,
+)
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 __all__ = [
@@ -40,6 +44,8 @@ _ALLOWED_TAGS: Final = frozenset(
     _STD + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "merge")
 )
 _MAX_NODES: Final = 100_000
+_MAX_DEPTH: Final = 100
+_TOO_DEEP: Final = f"lists and mappings nest deeper than {_MAX_DEPTH} levels"
 _VAR: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -69,6 +75,8 @@ class ManifestProblem:
     message: str
     loc: Loc | None = None
     entry: str | None = None
+    #: A warning (the manifest still boots), not an error.
+    warning: bool = False
 
     def __str__(self) -> str:
         return self.message
@@ -118,6 +126,8 @@ class Manifest:
 
     path: Path
     entries: list[Entry]
+    #: Legal but likely unintended: an overlay whose `config` drops keys of the row's config.
+    warnings: list[ManifestProblem] = field(default_factory=list)
 
     def walk(self, *, enabled_only: bool = False) -> Iterator[Entry]:
         """Every row, depth first; with ``enabled_only``, skip disabled rows and their children."""
@@ -231,6 +241,8 @@ class _Reader:
             self.problems.append(ManifestProblem(f"failed to read {kind} {self.path}: {reason}"))
             return None
         try:
+            if not self._shallow(text):
+                return None
             root = self._yaml.compose(text)
         except MarkedYAMLError as exc:
             self.problems.append(self._syntax_problem(exc, kind))
@@ -251,6 +263,22 @@ class _Reader:
             )
             return None
         return list(root.value)
+
+    def _shallow(self, text: str) -> bool:
+        """Whether no list or mapping nests deeper than `_MAX_DEPTH` (the composer and the row
+        reader recurse; the event stream does not), else record a problem where it goes deeper."""
+        depth = 0
+        for event in self._yaml.parse(text):
+            if isinstance(event, CollectionStartEvent):
+                depth += 1
+                if depth > _MAX_DEPTH:
+                    mark = event.start_mark
+                    loc = Loc(str(self.path), mark.line + 1, mark.column + 1)
+                    self.fail(loc, _TOO_DEEP, syntax=True)
+                    return False
+            elif isinstance(event, CollectionEndEvent):
+                depth -= 1
+        return True
 
     def _syntax_problem(self, exc: MarkedYAMLError, kind: str) -> ManifestProblem:
         mark = exc.problem_mark or exc.context_mark
@@ -285,6 +313,8 @@ class _Reader:
                 for source in self._merge_sources(value_node):
                     if source in seen:
                         raise self.fail(source, "recursive alias", syntax=True)
+                    if len(seen) >= _MAX_DEPTH:
+                        raise self.fail(source, _TOO_DEEP, syntax=True)
                     for key, k, v in self.items(source, (*seen, node)):
                         merged.setdefault(key, (k, v))
                 continue
@@ -312,6 +342,8 @@ class _Reader:
         """Plain Python data (dict/list/str/int/float/bool/None/date) for a node."""
         if node in seen:
             raise self.fail(node, "recursive alias", syntax=True)
+        if len(seen) >= _MAX_DEPTH:
+            raise self.fail(node, _TOO_DEEP, syntax=True)
         self.check_tag(node)
         if isinstance(node, ScalarNode):
             return self._yaml.constructor.construct_object(node, deep=True)
@@ -322,7 +354,7 @@ class _Reader:
 
     def env_refs(self, node: Node, seen: tuple[Node, ...] = ()) -> Iterator[EnvRef]:
         """``${VAR}`` references in the string scalars under ``node`` (values only)."""
-        if node in seen:
+        if node in seen or len(seen) >= _MAX_DEPTH:
             return
         if isinstance(node, ScalarNode):
             if node.tag == _STD + "str":
@@ -498,12 +530,37 @@ class _Reader:
         assert target is not None
         patched = copy.deepcopy(target)
         self.update(patched, {k: v for k, (_, v) in fields.items() if k in _PATCH_FIELDS})
+        if "config" in fields:
+            self._warn_dropped_keys(manifest, target, patched, fields["config"][1])
         subtree = {id(e) for e in Manifest(self.path, [target]).walk()}
         before = len(self.problems)
         self.check_unique(patched.children, (e for e in manifest.walk() if id(e) not in subtree))
         if len(self.problems) > before:
             raise _Problems
         _replace_entry(manifest, target, patched)
+
+    def _warn_dropped_keys(
+        self, manifest: Manifest, target: Entry, patched: Entry, node: Node
+    ) -> None:
+        """An overlay's `config` replaces the row's whole config: warn about the keys it drops."""
+        if target.group or not isinstance(target.config, dict):
+            return
+        kept = patched.config if isinstance(patched.config, dict) else {}
+        dropped = [key for key in target.config if key not in kept]
+        if not dropped:
+            return
+        loc = self.loc(node)
+        names = ", ".join(f'"{key}"' for key in dropped)
+        where = (target.config_loc or target.loc).at
+        manifest.warnings.append(
+            ManifestProblem(
+                f"the config of entry {target.id} is replaced, not merged: it drops {names} "
+                f"of {where} (repeat the keys to keep them)",
+                loc,
+                target.id,
+                warning=True,
+            )
+        )
 
     def _insert(self, manifest: Manifest, target: Entry | None, node: Node) -> None:
         self.check_tag(node)

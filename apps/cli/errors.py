@@ -6,7 +6,12 @@ import sys
 import traceback
 
 from framework import BootError, ManifestError
-from plugins.session_persistence import SessionLockedError
+from plugins.session.jsonutil import dumps
+from plugins.session_persistence import (
+    SessionLockedError,
+    SessionPersistenceCorruptionError,
+    SessionPersistenceError,
+)
 
 #: Exit codes (spec 05 §2).
 OK = 0
@@ -15,12 +20,17 @@ USAGE = 2
 INTERRUPTED = 130
 
 
-class CliError(Exception):
-    """A failure the command reports as one line, with its exit code."""
+#: `code` of a `CliError` that says a session id names nothing stored.
+SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
 
-    def __init__(self, message: str, exit_code: int = FAILED) -> None:
+
+class CliError(Exception):
+    """A failure the command reports as one line, with its exit code and a stable `code`."""
+
+    def __init__(self, message: str, exit_code: int = FAILED, code: str | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.code = code or ("USAGE" if exit_code == USAGE else "FAILED")
 
 
 def leaf(error: BaseException) -> BaseException:
@@ -28,6 +38,16 @@ def leaf(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
     return error
+
+
+def describe(error: BaseException) -> str:
+    """An error's message on one line; an exception group names each of its members (an
+    append and its failed rollback) instead of "(2 sub-exceptions)"."""
+    error = leaf(error)
+    if isinstance(error, BaseExceptionGroup):
+        parts = "; ".join(dict.fromkeys(describe(member) for member in error.exceptions))
+        return f"{error.message}: {parts}"
+    return one_line(str(error)) or type(error).__name__
 
 
 def exit_code_of(error: BaseException) -> int:
@@ -39,13 +59,41 @@ def exit_code_of(error: BaseException) -> int:
     return FAILED
 
 
+def error_code(error: BaseException) -> str:
+    """The stable code a program branches on (`--json` errors): the error's own `code` when it
+    has one, else one named for its type."""
+    own = getattr(error, "code", None)
+    if isinstance(own, str) and own:
+        return own
+    for kind, code in _CODES:
+        if isinstance(error, kind):
+            return code
+    return "FAILED"
+
+
+_CODES: tuple[tuple[type[BaseException], str], ...] = (
+    (ManifestError, "MANIFEST_INVALID"),
+    (BootError, "BOOT_FAILED"),
+    (SessionLockedError, "SESSION_LOCKED"),
+    (SessionPersistenceCorruptionError, "SESSION_CORRUPT"),
+    (SessionPersistenceError, "SESSION_STORAGE_FAILED"),
+    (OSError, "STORAGE_FAILED"),
+)
+
+
 def one_line(text: str) -> str:
-    """A multi-line message (a head and `- item` lines) as `head: item; item`."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if len(lines) < 2:
-        return "".join(lines)
-    items = "; ".join(line.removeprefix("- ") for line in lines[1:])
-    return f"{lines[0].rstrip(':')}: {items}"
+    """A multi-line message (a head and `- item` lines, items possibly `title:` plus their own
+    items) as `head: item; item; title: item`."""
+    lines = [line.strip().removeprefix("- ") for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    out = lines[0]
+    for index, line in enumerate(lines[1:]):
+        if out.endswith(":"):
+            out += " " + line
+        else:
+            out += (": " if index == 0 else "; ") + line
+    return out
 
 
 def error_lines(error: BaseException) -> list[str]:
@@ -55,16 +103,27 @@ def error_lines(error: BaseException) -> list[str]:
         return [line for line in text.splitlines() if line.strip()]
     if isinstance(error, SessionLockedError | CliError):
         return [text]
-    if not isinstance(error, BootError) and type(error).__module__ == "builtins":
+    text = describe(error)
+    if isinstance(error, BootError):
+        return ["; ".join((text, *error.hints))]
+    if type(error).__module__ == "builtins" and not isinstance(error, OSError):
         text = f"{type(error).__name__}: {text}"
-    return [one_line(text)]
+    return [text]
 
 
-def report(error: BaseException, *, debug: bool) -> int:
-    """Print `error` to stderr (with its traceback under `--debug`) and return its exit code."""
+def report(error: BaseException, *, debug: bool, json: bool = False) -> int:
+    """Print `error` to stderr (with its traceback under `--debug`) and return its exit code;
+    with `json`, also one `{"type":"error","code","message"}` line on stdout."""
     error = leaf(error)
     if debug:
         traceback.print_exception(error, file=sys.stderr)
-    for line in error_lines(error):
+    lines = error_lines(error)
+    for line in lines:
         print(f"dsh: error: {line}", file=sys.stderr)
+    if json:
+        record = {"type": "error", "code": error_code(error), "message": "\n".join(lines)}
+        try:
+            print(dumps(record), flush=True)
+        except BrokenPipeError:
+            pass
     return exit_code_of(error)

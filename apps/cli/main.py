@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
@@ -18,7 +17,7 @@ from framework.loader import boot
 from plugins.session.jsonutil import dumps
 
 from . import checking, listing, plugin_list, runner
-from .console import Consoles, consoles, setup_logging
+from .console import Consoles, consoles, setup_logging, silence_stdout
 from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError, report
 from .paths import default_manifest
 from .summary import reason_text
@@ -53,8 +52,9 @@ Json = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
 Debug = Annotated[bool, typer.Option("--debug", help="Debug logging and tracebacks.")]
 
 
-def _execute(debug: bool, work: Callable[[], Awaitable[int]]) -> NoReturn:
-    """Run `work` on the event loop; report failures as one line and exit with the code."""
+def _execute(debug: bool, work: Callable[[], Awaitable[int]], *, json: bool = False) -> NoReturn:
+    """Run `work` on the event loop; report failures as one line (and, with `json`, one JSON
+    object on stdout) and exit with the code."""
     setup_logging(debug=debug)
     try:
         code = anyio.run(work)
@@ -63,10 +63,10 @@ def _execute(debug: bool, work: Callable[[], Awaitable[int]]) -> NoReturn:
         code = INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`dsh show --raw ID | head`): stop quietly.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        silence_stdout()
         code = FAILED
     except Exception as error:
-        code = report(error, debug=debug)
+        code = report(error, debug=debug, json=json)
     raise typer.Exit(code)
 
 
@@ -87,15 +87,27 @@ def _drive(
     patch: list[Path] | None,
     json: bool,
     debug: bool,
+    *,
+    must_exist: bool = False,
 ) -> NoReturn:
     async def work() -> int:
         options = runner.RunOptions(
-            config or default_manifest(), patch or [], session_id, _read_prompt(prompt)
+            config or default_manifest(),
+            patch or [],
+            _session_id(session_id),
+            _read_prompt(prompt),
+            must_exist=must_exist,
         )
         view: RunView = JsonView() if json else HumanView(consoles())
         return await runner.run(options, view)
 
-    _execute(debug, work)
+    _execute(debug, work, json=json)
+
+
+def _session_id(session_id: str | None) -> str | None:
+    if session_id is not None and not session_id:
+        raise CliError("a session id must not be empty", USAGE)
+    return session_id
 
 
 @app.command()
@@ -127,10 +139,12 @@ def resume(
 ) -> None:
     """Continue a session; without PROMPT only load it, repair it and report its state."""
     if prompt is not None:
-        _drive(session_id, prompt, config, patch, json, debug)
+        _drive(session_id, prompt, config, patch, json, debug, must_exist=True)
 
     async def work() -> int:
-        options = runner.RunOptions(config or default_manifest(), patch or [], session_id)
+        options = runner.RunOptions(
+            config or default_manifest(), patch or [], _session_id(session_id)
+        )
         recovery = await runner.recover(options)
         if json:
             print(dumps(recovery.to_json()))
@@ -138,7 +152,7 @@ def resume(
             print("\n".join(recovery.lines()))
         return OK
 
-    _execute(debug, work)
+    _execute(debug, work, json=json)
 
 
 @app.command()
@@ -167,7 +181,7 @@ def sessions(
             _session_table(shown, rows)
         return OK
 
-    _execute(debug, work)
+    _execute(debug, work, json=json)
 
 
 def _session_table(shown: Consoles, rows: list[listing.SessionRow]) -> None:
@@ -220,19 +234,20 @@ def show(
                 return OK
             stored = await runner.stored_events(ctx, session_id)
             if stored is None:
-                raise CliError(f'session "{session_id}" not found')
+                raise runner.not_found(session_id)
             log = await persistence.inspect(session_id)
         if json:
             for event in log.events:
                 print(dumps(event))
             return OK
-        timeline = Timeline(log.events, len(stored))
+        policy = checking.checkpoint_policy(config or default_manifest(), patch or [])
+        timeline = Timeline(log.events, len(stored), policy)
         out = consoles().out
         for line in (*timeline.header(log.header), *timeline.lines()):
             out.print(line)
         return OK
 
-    _execute(debug, work)
+    _execute(debug, work, json=json)
 
 
 @app.command()
@@ -241,11 +256,11 @@ def check(config: Manifest = None, patch: Patches = None, debug: Debug = False) 
 
     async def work() -> int:
         manifest = config or default_manifest()
-        problems = checking.check(manifest, patch or [])
-        for line in problems:
+        report = checking.check(manifest, patch or [])
+        for line in (*report.problems, *report.warnings):
             print(line)
-        if problems:
-            print(f"dsh: error: {len(problems)} problem(s) in {manifest}", file=sys.stderr)
+        if report.problems:
+            print(f"dsh: error: {len(report.problems)} problem(s) in {manifest}", file=sys.stderr)
             return USAGE
         print(f"ok: {manifest}" + "".join(f" + {p}" for p in patch or []))
         return OK
@@ -277,7 +292,7 @@ def plugins(json: Json = False, debug: Debug = False) -> None:
         consoles().out.print(table)
         return failed
 
-    _execute(debug, work)
+    _execute(debug, work, json=json)
 
 
 from . import tools_command  # noqa: E402 - it reuses the options defined above

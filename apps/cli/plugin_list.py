@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
-from types import ModuleType
 
-from framework import Service
-from framework.loader import plugin_entry_points
+from framework.loader import plugin_entry_points, provided_services
 
 
 @dataclass(frozen=True)
@@ -29,22 +26,6 @@ class PluginInfo:
             "needs": list(self.needs),
             "problem": self.problem,
         }
-
-
-def provided_services(plugin: object) -> tuple[str, ...]:
-    """The services a plugin module provides: the `Service` classes it defines or exports, and
-    `sessionPersistence` for a backend mounted with `mount_persistence`."""
-    if not isinstance(plugin, ModuleType):
-        return ()
-    names: list[str] = []
-    for value in vars(plugin).values():
-        if inspect.isclass(value) and issubclass(value, Service) and value is not Service:
-            provide = getattr(value, "provide", None)
-            if isinstance(provide, str):
-                names.append(provide)
-    if hasattr(plugin, "mount_persistence"):
-        names.append("sessionPersistence")
-    return tuple(dict.fromkeys(names))
 
 
 def plugin_infos() -> list[PluginInfo]:

@@ -15,12 +15,24 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import TaskStatus
 
-from framework import Context
+from framework import Context, ManifestError
 from framework.loader import boot
 from plugins.agent import USER
 from plugins.session_persistence import SessionPersistenceError
 
-from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError
+from . import checking
+from .checking import problem_line
+from .console import silence_stdout
+from .errors import (
+    FAILED,
+    INTERRUPTED,
+    OK,
+    SESSION_NOT_FOUND,
+    USAGE,
+    CliError,
+    describe,
+    leaf,
+)
 from .summary import (
     Repairs,
     last_turn_reason,
@@ -37,6 +49,9 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger("dsh.cli")
+
+#: The `error.code` of a turn whose end could not be made durable.
+NOT_DURABLE = "SESSION_NOT_DURABLE"
 
 
 def new_session_id() -> str:
@@ -57,7 +72,12 @@ class Turn:
     def on_event(self, session: Any, event: Event) -> None:
         if session.id != self.session_id:
             return
-        self.view.event(event)
+        try:
+            self.view.event(event)
+        except BrokenPipeError:
+            # The reader went away (`dsh run --json ... | head -3`): the output ends quietly,
+            # the turn runs on to its durable end.
+            silence_stdout()
         if event["type"] == "assistant/message":
             self.output = message_text(event["data"]["message"])
         elif event["type"] == "turn/end":
@@ -72,6 +92,8 @@ class RunOptions:
     patches: Sequence[Path] = ()
     session_id: str | None = None
     prompt: str = ""
+    #: `dsh resume ID PROMPT`: the session must be stored (only `run --session` creates).
+    must_exist: bool = False
 
 
 def persistence_of(ctx: Context) -> SessionPersistenceService:
@@ -106,6 +128,8 @@ async def _open(ctx: Context, options: RunOptions) -> tuple[AgentHandle, bool, R
         raise CliError("the manifest mounts no agent (a dsh-agent row)", USAGE)
     session_id = options.session_id
     stored = None if session_id is None else await stored_events(ctx, session_id)
+    if stored is None and options.must_exist:
+        raise not_found(session_id)
     if stored is None:
         log.debug("creating session %s", session_id or "(new id)")
         handle: AgentHandle = await agents.create(
@@ -142,14 +166,47 @@ async def _cancel_on_sigint(
                 os._exit(INTERRUPTED)
 
 
+def not_found(session_id: str | None) -> CliError:
+    """`session "<id>" not found` (exit 1)."""
+    return CliError(f'session "{session_id}" not found', code=SESSION_NOT_FOUND)
+
+
+async def _durable_end(ctx: Context, agent: Agent) -> BaseException | None:
+    """Flush the session once more after the turn: None when everything it appended (its
+    `turn/end` included) is durable, else the storage failure (see docs/cli.md)."""
+    try:
+        await ctx.sessions.flush(agent.session)
+    except Exception as error:
+        log.debug("final flush of %s failed", agent.id, exc_info=error)
+        return leaf(error)
+    return None
+
+
+def not_durable(reason: Mapping[str, Any], error: BaseException) -> dict[str, Any]:
+    """The reason `dsh run` reports when the turn ended but its end could not be stored."""
+    detail = describe(error)
+    return {
+        "kind": "error",
+        "error": {
+            "code": NOT_DURABLE,
+            "message": f"the turn ended ({reason_text(reason)}) but storing it failed: {detail}",
+        },
+        "turnReason": dict(reason),
+    }
+
+
 async def run(options: RunOptions, view: RunView) -> int:
     """Send one prompt and wait for the agent to go idle; the exit code of the turn."""
+    refused = checking.refusals(options.manifest, options.patches)
+    if refused:
+        raise ManifestError("\n".join(problem_line(problem) for problem in refused))
     log.debug("booting %s with overlays %s", options.manifest, list(options.patches))
     async with boot(options.manifest, options.patches) as ctx:
         handle, resumed, repairs = await _open(ctx, options)
         agent = handle.agent
         turn = Turn(agent.id, view)
         ctx.on("session/event", turn.on_event)
+        failure: BaseException | None = None
         try:
             view.started(agent.id, resumed=resumed, repairs=repairs)
             async with anyio.create_task_group() as group:
@@ -157,16 +214,22 @@ async def run(options: RunOptions, view: RunView) -> int:
                 agent.followup(options.prompt)
                 await agent.when_idle()
                 group.cancel_scope.cancel()
+            failure = await _durable_end(ctx, agent)
         finally:
             view.close()
             with anyio.CancelScope(shield=True):
                 await handle.dispose()
         if turn.reason is None:
             raise CliError(f'session "{agent.id}": the agent went idle without ending its turn')
-        view.finished(agent.id, turn.reason, turn.output)
+        reason = turn.reason if failure is None else not_durable(turn.reason, failure)
+        stored = await stored_events(ctx, agent.id) is not None
+        try:
+            view.finished(agent.id, reason, turn.output, stored=stored)
+        except BrokenPipeError:
+            silence_stdout()
     if turn.interrupted:
         return INTERRUPTED
-    return OK if turn.reason.get("kind") == "completed" else FAILED
+    return OK if reason.get("kind") == "completed" else FAILED
 
 
 @dataclass(frozen=True)
@@ -212,7 +275,7 @@ async def recover(options: RunOptions) -> Recovery:
         persistence = persistence_of(ctx)
         stored = await stored_events(ctx, session_id)
         if stored is None:
-            raise CliError(f'session "{session_id}" not found')
+            raise not_found(session_id)
         log = await persistence.load(session_id)
     return Recovery(
         session_id, repairs_in(log.events[len(stored) :]), repairs_in(stored), log.events

@@ -1,13 +1,15 @@
 """`dsh show`: a session's timeline for a person.
 
-Turns, steps, messages, tool calls and results; ◆ marks the checkpoint boundaries (a step
-start, a model request, a tool call made durable before its body runs); crash repairs
+Turns, steps, messages, tool calls and results; when the manifest mounts the checkpoint policy,
+◆ marks its barriers (a step start, a model request, a tool call made durable before its body
+runs; see docs/cli.md); crash repairs
 (interrupted turns, tool calls with unknown outcome or never started) are highlighted, and
 those not yet written (the log is balanced in memory by inspect) are marked pending.
 """
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -29,7 +31,14 @@ from .views import parse_arguments, short
 
 Event = Mapping[str, Any]
 
-LEGEND = "◆ checkpoint boundary: what precedes it is durable before what follows"
+LEGEND = (
+    "◆ checkpoint barrier of {policy}: the events above it were durable on disk "
+    "before what follows it ran"
+)
+NO_POLICY = (
+    "no ◆ marks: this manifest mounts no checkpoint policy, so events are written behind "
+    "and only a run's end is flushed (a crash may lose the latest events)"
+)
 
 
 def clock(ms: int) -> str:
@@ -55,9 +64,13 @@ def _indented(prefix: str, text: str, indent: str, style: str = "") -> Text:
 class Timeline:
     """Renders events to rich `Text` lines; `stored` = how many of them are on disk."""
 
-    def __init__(self, events: Sequence[Event], stored: int) -> None:
+    def __init__(self, events: Sequence[Event], stored: int, policy: str | None) -> None:
+        """`policy`: the row name of the checkpoint policy the manifest mounts (None: none, so
+        no barrier is drawn)."""
         self.events = events
         self.stored = stored
+        self.policy = policy
+        self.mark = "◆ " if policy is not None else ""
         self.names: dict[str, str] = {}
         self.turn_started: dict[int, int] = {}
 
@@ -70,12 +83,13 @@ class Timeline:
         yield line
         if header.get("parentSession"):
             yield Text(f"forked from {header['parentSession']}", style="dim")
-        yield Text(LEGEND, style="dim")
+        legend = NO_POLICY if self.policy is None else LEGEND.format(policy=self.policy)
+        yield Text(legend, style="dim")
         pending = len(self.events) - self.stored
         if pending > 0:
             yield Text(
                 f"⚠ the log ends inside a turn: {pending} repair event(s) below are not written "
-                f"yet (dsh resume {header['id']} writes them)",
+                f"yet (dsh resume {shlex.quote(str(header['id']))} writes them)",
                 style="bold yellow",
             )
 
@@ -99,7 +113,7 @@ class Timeline:
         elif kind == "turn/end":
             yield self._turn_end(event)
         elif kind == "step/start":
-            yield Text.assemble(("  ◆ step ", "magenta"), (str(data["step"]), "magenta"))
+            yield Text.assemble((f"  {self.mark}step ", "magenta"), (str(data["step"]), "magenta"))
         elif kind == "user/message":
             source = data.get("source", {})
             who = "you: " if source.get("kind") == "user" else f"{source.get('plugin')}: "
@@ -117,7 +131,7 @@ class Timeline:
             self.names[data["callId"]] = data["name"]
             args = short(dumps(parse_arguments(data["arguments"])), 120)
             yield Text.assemble(
-                ("    ◆ → ", "magenta"),
+                (f"    {self.mark}→ ", "magenta"),
                 (data["name"], "bold"),
                 " ",
                 (args, "dim"),
@@ -142,7 +156,8 @@ class Timeline:
             if block.get("type") == "tool-call":
                 self.names[block["id"]] = block["name"]
         yield Text(
-            f"    ◆ request → {source.get('provider')}/{source.get('model')}", style="magenta"
+            f"    {self.mark}request → {source.get('provider')}/{source.get('model')}",
+            style="magenta",
         )
         reasoning = message_text(message, "reasoning")
         if reasoning:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -38,8 +39,11 @@ class RunView(Protocol):
     def notice(self, text: str) -> None:
         """A remark for the person at the keyboard (e.g. "cancelling the turn")."""
 
-    def finished(self, session_id: str, reason: Mapping[str, Any], output: str) -> None:
-        """The turn ended with `reason`; `output` is its last assistant text."""
+    def finished(
+        self, session_id: str, reason: Mapping[str, Any], output: str, *, stored: bool
+    ) -> None:
+        """The turn ended with `reason`; `output` is its last assistant text; `stored` says
+        whether the session is on disk (so it can be resumed)."""
 
     def close(self) -> None:
         """Stop anything still animated."""
@@ -181,21 +185,40 @@ class HumanView:
     def notice(self, text: str) -> None:
         self._line(Text(text, style="yellow"))
 
-    def finished(self, session_id: str, reason: Mapping[str, Any], output: str) -> None:
+    def finished(
+        self, session_id: str, reason: Mapping[str, Any], output: str, *, stored: bool
+    ) -> None:
         completed = reason.get("kind") == "completed"
         mark, style = ("✓", "green") if completed else ("✗", "red")
         self._line(Text.assemble((f"{mark} {reason_text(reason)}", style)))
+        if not stored:
+            self._line(Text(f"session {session_id} was not stored", style="red"))
+            return
         self._line(
             Text.assemble(
                 ("session ", "dim"),
                 (session_id, "bold cyan"),
-                (f' — continue with: dsh resume {session_id} "…"', "dim"),
+                (f' — continue with: dsh resume {shlex.quote(session_id)} "…"', "dim"),
             )
         )
 
     def close(self) -> None:
         self._still()
         self._end_line()
+
+
+#: `--json` line types of the streamed deltas.
+_DELTAS = {"text-delta": "text", "reasoning-delta": "reasoning"}
+
+
+def tool_result_value(message: Mapping[str, Any]) -> Any:
+    """A tool result as a value: its text parsed as JSON when it is JSON (a tool returning a
+    mapping or a list stores it as JSON text), the text otherwise."""
+    text = tool_result_text(message)
+    try:
+        return loads(text)
+    except ValueError:
+        return text
 
 
 class JsonView:
@@ -210,14 +233,19 @@ class JsonView:
         sys.stdout.flush()
 
     def started(self, session_id: str, *, resumed: bool, repairs: Repairs) -> None:
+        line: dict[str, Any] = {"type": "session", "sessionId": session_id, "resumed": resumed}
+        if resumed:
+            line["recovered"] = repairs.to_json()
+        self._emit(line)
         if repairs:
             print(f"dsh: recovered: {repairs.describe()}", file=sys.stderr)
 
     def event(self, event: Event) -> None:
         kind = event["type"]
         data = event["data"]
-        if kind == "assistant/chunk" and data["chunk"]["type"] == "text-delta":
-            self._emit({"type": "text", "text": data["chunk"]["text"]})
+        if kind == "assistant/chunk" and data["chunk"]["type"] in _DELTAS:
+            chunk = data["chunk"]
+            self._emit({"type": _DELTAS[chunk["type"]], "text": chunk["text"]})
         elif kind == "tool/call":
             self._names[data["callId"]] = data["name"]
             self._emit(
@@ -236,7 +264,7 @@ class JsonView:
                 "callId": call_id,
                 "name": self._names.get(call_id),
                 "isError": tool_result_is_error(message),
-                "content": tool_result_text(message),
+                "value": tool_result_value(message),
             }
             if "error" in data:
                 line["error"] = data["error"]
@@ -245,8 +273,18 @@ class JsonView:
     def notice(self, text: str) -> None:
         print(f"dsh: {text}", file=sys.stderr)
 
-    def finished(self, session_id: str, reason: Mapping[str, Any], output: str) -> None:
-        self._emit({"type": "result", "sessionId": session_id, "output": output, "reason": reason})
+    def finished(
+        self, session_id: str, reason: Mapping[str, Any], output: str, *, stored: bool
+    ) -> None:
+        self._emit(
+            {
+                "type": "result",
+                "sessionId": session_id,
+                "stored": stored,
+                "output": output,
+                "reason": reason,
+            }
+        )
 
     def close(self) -> None:
         """Nothing animated."""

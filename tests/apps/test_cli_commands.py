@@ -69,8 +69,9 @@ def test_run_json_lines(dsh: Sandbox, replay_overlay: Callable[..., Path]) -> No
     assert result.returncode == 0, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines()]
     types = [line["type"] for line in lines]
-    assert types == ["tool-call", "tool-result", "text", "text", "result"]
-    call, tool_result, *texts, final = lines
+    assert types == ["session", "tool-call", "tool-result", "text", "text", "result"]
+    session, call, tool_result, *texts, final = lines
+    assert session == {"type": "session", "sessionId": "s-json", "resumed": False}
     assert call == {
         "type": "tool-call",
         "callId": "call-1",
@@ -79,11 +80,12 @@ def test_run_json_lines(dsh: Sandbox, replay_overlay: Callable[..., Path]) -> No
     }
     assert tool_result["callId"] == "call-1"
     assert tool_result["isError"] is False
-    assert json.loads(tool_result["content"]) == {"path": "a.txt", "bytes": 5}
+    assert tool_result["value"] == {"path": "a.txt", "bytes": 5}
     assert texts == [{"type": "text", "text": "All done"}, {"type": "text", "text": "."}]
     assert final == {
         "type": "result",
         "sessionId": "s-json",
+        "stored": True,
         "output": "All done.",
         "reason": {"kind": "completed"},
     }
@@ -178,7 +180,13 @@ def test_errors_are_one_line_and_exit_codes(dsh: Sandbox) -> None:
     assert boot.returncode == 2
     (error,) = boot.stderr.splitlines()
     assert error.startswith("dsh: error: failed to boot lonely.yml: 1 entries did not start: ")
-    assert error.endswith("agent (dsh-agent): waiting for services: sessions, llm, tools")
+    assert error.endswith(
+        "agent (dsh-agent): waiting for services: sessions, llm, tools; "
+        'service "sessions" is not provided by any row; add a row with name: dsh-session; '
+        'service "llm" is not provided by any row; add a row with name: dsh-llm; '
+        'service "tools" is not provided by any row; add a row with name: dsh-tools'
+    )
+    assert ":;" not in error
     assert "Traceback" not in boot.stderr
 
     usage = dsh("run", "--no-such-option")
@@ -206,3 +214,24 @@ def test_plugins_lists_entry_points(dsh: Sandbox) -> None:
     assert rows["dsh-session-persistence-jsonl"]["provides"] == ["sessionPersistence"]
     assert rows["dsh-demo-tools"]["provides"] == []
     assert "dsh-llm-replay" in dsh("plugins").stdout
+
+
+def test_show_draws_barriers_only_where_the_manifest_mounts_a_policy(
+    dsh: Sandbox, replay_overlay: Callable[..., Path]
+) -> None:
+    overlay = replay_overlay("fast.yml", ONE_STEP)
+    assert dsh("run", "--patch", overlay, "--session", "s-marks", "go").returncode == 0
+    config = Path(__file__).parents[2] / "config" / "overlays"
+    with_policy = dsh("show", "s-marks").stdout
+    assert "◆ checkpoint barrier of @deepseek-ai/dsh-session-checkpoint-policy: the events " in (
+        with_policy
+    )
+    assert "  ◆ step 1" in with_policy
+    assert "    ◆ → write_file" in with_policy
+    strict = dsh("show", "s-marks", "--patch", config / "strict-checkpoints.yml").stdout
+    assert "  ◆ step 1" in strict
+    without = dsh("show", "s-marks", "--patch", config / "no-checkpoints.yml").stdout
+    assert without.count("◆") == 1  # only in the legend's "no ◆ marks"
+    assert "no ◆ marks: this manifest mounts no checkpoint policy" in without
+    assert "  step 1" in without
+    assert "    → write_file" in without

@@ -160,6 +160,11 @@ def test_sigint_aborts_the_turn_durably(dsh: Sandbox, replay_overlay: Callable[.
         stderr=subprocess.PIPE,
     )
     assert process.stdout is not None
+    assert json.loads(process.stdout.readline()) == {
+        "type": "session",
+        "sessionId": "s-int",
+        "resumed": False,
+    }
     first = json.loads(process.stdout.readline())
     assert first["type"] == "text"
     process.send_signal(signal.SIGINT)

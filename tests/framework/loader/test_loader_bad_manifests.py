@@ -351,3 +351,53 @@ def test_unreadable_files_are_one_problem(tmp_path: Path) -> None:
     assert [str(p) for p in check_manifest(manifest, [tmp_path])] == [
         f"failed to read overlay file {tmp_path}: Is a directory"
     ]
+
+
+def _alias_chain(depth: int) -> str:
+    lines = ["    x0: &x0 []"] + [f"    x{i}: &x{i} [*x{i - 1}]" for i in range(1, depth)]
+    return "\n".join(lines) + "\n"
+
+
+def _merge_chain(depth: int) -> str:
+    lines = ["    x0: &x0 {a: 1}"] + [f"    x{i}: &x{i} {{<<: *x{i - 1}}}" for i in range(1, depth)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("config", "at"),
+    [
+        ("    x: " + "[" * 50_000 + "]" * 50_000 + "\n", (4, 105)),
+        ("".join("  " * (i + 2) + "k:\n" for i in range(2_000)), (102, 201)),
+        (_alias_chain(50_000), (4, 9)),
+        (_merge_chain(3_000), (4, 9)),
+    ],
+    ids=["flow", "block", "alias-chain", "merge-chain"],
+)
+def test_deep_nesting_is_one_problem_not_a_recursion_error(
+    tmp_path: Path, config: str, at: tuple[int, int]
+) -> None:
+    write(tmp_path, "configured.py", CONFIGURED)
+    manifest = tmp_path / "app.yaml"
+    manifest.write_text("- id: a\n  name: ./configured.py\n  config:\n" + config)
+    (problem,) = check_manifest(manifest)
+    line, col = at
+    assert str(problem) == (
+        f"failed to parse config file {manifest}: {line}:{col}: "
+        "lists and mappings nest deeper than 100 levels"
+    )
+    assert problem.loc is not None
+    assert (problem.loc.line, problem.loc.col) == at
+
+
+def test_nesting_up_to_the_limit_loads(tmp_path: Path) -> None:
+    write(tmp_path, "configured.py", CONFIGURED)
+    manifest = tmp_path / "app.yaml"
+    # The row list, the row and its config mapping are three levels; 97 more lists fit.
+    manifest.write_text(
+        "- id: a\n  name: ./configured.py\n  config: {greeting: x, nest: "
+        + "[" * 97
+        + "]" * 97
+        + "}\n"
+    )
+    problems = check_manifest(manifest)
+    assert all("nest deeper" not in str(p) for p in problems)

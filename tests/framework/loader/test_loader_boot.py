@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint
@@ -12,7 +13,14 @@ import pytest
 from loader_helpers import CONFIGURED, CONSUMER, FAILING, PROVIDER, rec, write
 
 from framework import BootError, Context, FiberState
-from framework.loader import boot, check_manifest, plugin_entry_points, resolve_plugin
+from framework.loader import (
+    boot,
+    check_manifest,
+    inspect_manifest,
+    missing_services,
+    plugin_entry_points,
+    resolve_plugin,
+)
 
 pytestmark = pytest.mark.anyio
 __all__ = ["rec"]
@@ -157,6 +165,11 @@ async def test_pending_rows_fail_boot_naming_missing_services(folder: Path, rec:
         f"failed to boot {manifest}: 2 entries did not start\n"
         "  consumer (loader_fx_consumer): waiting for services: demo, llm\n"
         "  nested (./configured.py): waiting for services: tools"
+    )
+    assert info.value.hints == (
+        'service "demo" is not provided by any row',
+        'service "llm" is not provided by any row; add a row with name: dsh-llm',
+        'service "tools" is not provided by any row; add a row with name: dsh-tools',
     )
     assert rec == [("configured", 1, "hi"), ("configured-disposed",)]
 
@@ -336,6 +349,19 @@ def test_the_seed_snippet_loads_verbatim(tmp_path: Path) -> None:
         """,
     )
     assert check_manifest(manifest) == []
+    # Alone it lacks the services its rows need; another file adds them.
+    missing = missing_services(inspect_manifest(manifest))
+    assert [str(p).split(" (needed")[0] for p in missing] == [
+        'service "sessions" is not provided by any row; add a row with name: dsh-session',
+        'service "llm" is not provided by any row; add a row with name: dsh-llm',
+        'service "tools" is not provided by any row; add a row with name: dsh-tools',
+    ]
+    rest = write(
+        tmp_path,
+        "rest.yaml",
+        "- insert: [{name: dsh-session}, {name: dsh-llm}, {name: dsh-tools}]\n",
+    )
+    assert missing_services(inspect_manifest(manifest, [rest])) == []
 
 
 def test_patches_must_be_a_sequence_of_paths(folder: Path) -> None:
@@ -368,3 +394,39 @@ async def test_isolate_labels_share_a_realm(folder: Path) -> None:
         ("  one (loader_fx_provider): ", "  two-provider (loader_fx_provider): ")
     )
     assert 'service "demo" has been registered at' in line
+
+
+async def test_a_failed_boot_reports_row_failures_once(
+    folder: Path, rec: Rec, caplog: pytest.LogCaptureFixture
+) -> None:
+    manifest = write(folder, "app.yaml", "- {id: bad, name: ./failing.py}\n")
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(BootError) as info:
+        async with boot(manifest):
+            pytest.fail("booted with a failed row")
+    assert "bad (./failing.py): RuntimeError: boom" in str(info.value)
+    assert not [r for r in caplog.records if r.name == "framework"]  # the BootError has them
+    (held,) = [r for r in caplog.records if 'plugin "failing" failed' in r.getMessage()]
+    assert held.levelno == logging.DEBUG
+    assert held.exc_info is not None  # the traceback stays for --debug
+
+
+async def test_errors_logged_during_a_boot_that_succeeds_are_kept(
+    folder: Path, rec: Rec, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(
+        folder,
+        "noisy.py",
+        """
+        import logging
+
+        def apply(ctx, config):
+            logging.getLogger("framework").error("a listener failed")
+        """,
+    )
+    manifest = write(folder, "app.yaml", "- {id: noisy, name: ./noisy.py}\n")
+    async with boot(manifest):
+        pass
+    assert [(r.name, r.levelno, r.getMessage()) for r in caplog.records] == [
+        ("framework", logging.ERROR, "a listener failed")
+    ]
