@@ -11,8 +11,9 @@ from framework.errors import (
 )
 from framework.events import Scope
 from framework.fiber import Effect, Fiber, FiberState
+from framework.hooks import Bail, Emit, Event, ListenerResultError, Parallel, Serial, Waterfall
 from framework.loader import boot, check_manifest
-from framework.service import Service
+from framework.service import Service, ServiceKey
 from framework.signal import (
     AbortController,
     AbortError,
@@ -27,19 +28,27 @@ __all__ = [
     "AbortController",
     "AbortError",
     "AbortSignal",
+    "Bail",
     "BootError",
     "ConfigError",
     "Context",
     "Effect",
+    "Emit",
+    "Event",
     "Fiber",
     "FiberState",
     "FrameworkError",
+    "ListenerResultError",
     "ManifestError",
+    "Parallel",
     "PluginError",
     "Scope",
+    "Serial",
     "Service",
     "ServiceError",
+    "ServiceKey",
     "TimeoutReason",
+    "Waterfall",
     "abort_scope",
     "boot",
     "check_manifest",

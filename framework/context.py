@@ -20,7 +20,7 @@ from contextvars import Token
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, overload
+from typing import Any, TypeVar, TypeVarTuple, Unpack, overload
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -29,12 +29,17 @@ from dependency_injector.containers import DynamicContainer
 from framework.errors import FrameworkError, ServiceError
 from framework.events import Listener, Scope
 from framework.fiber import Disposer, Effect, Fiber, FiberState, Root, describe, disposers_of
-from framework.service import Entry, Realm, Service, service_names
+from framework.hooks import Bail, Emit, Event, Parallel, Serial, Waterfall, declared
+from framework.service import Entry, Realm, Service, ServiceKey, class_service_names, key_name
 from framework.signal import _timer_group
 
 logger = logging.getLogger("framework")
 
 EffectResult = Disposer | list[Disposer] | tuple[Disposer, ...] | None
+
+S = TypeVar("S")
+R = TypeVar("R")
+Args = TypeVarTuple("Args")
 
 
 class Context:
@@ -175,7 +180,7 @@ class Context:
             self._base_dir if base_dir is None else base_dir,
         )
         parent._children.append(fiber)
-        service_names.update(required)
+        self._root.service_names.update(required)
         for service in required:
             self._root.dependents.setdefault(service, []).append(fiber)
         self._root.schedule(fiber, True)
@@ -270,7 +275,7 @@ class Context:
         root = self._root
         entry = Entry(value, fiber)
         record = (name, realm, entry)
-        service_names.add(name)
+        root.service_names.add(name)
 
         def setup() -> Callable[[], Awaitable[None]]:
             realm.add(name, entry)
@@ -288,8 +293,19 @@ class Context:
 
         return self.effect(setup)
 
-    def get(self, name: str) -> Any:
-        """The service `name` (a bound view for a Service) or None; does not require injection."""
+    @overload
+    def get(self, key: str) -> Any: ...
+
+    @overload
+    def get(self, key: type[S] | ServiceKey[S]) -> S | None: ...
+
+    def get(self, key: type[Any] | ServiceKey[Any] | str) -> Any:
+        """The service (a bound view for a Service) or None; does not require injection.
+
+        `key` is a name, a `Service` subclass (`ctx.get(SessionStore)`) or a `ServiceKey`; the
+        latter two type the result for mypy (not checked at run time: tests may substitute).
+        """
+        name = key_name(key)
         realm = self._realm(name)
         entry = realm.entries.get(name)
         if entry is None:
@@ -297,6 +313,17 @@ class Context:
         if entry.fiber.state is FiberState.ACTIVE or self._fiber.within(entry.fiber):
             return self._view(realm, name)
         return None
+
+    @overload
+    def service(self, key: str) -> Any: ...
+
+    @overload
+    def service(self, key: type[S] | ServiceKey[S]) -> S: ...
+
+    def service(self, key: type[Any] | ServiceKey[Any] | str) -> Any:
+        """A service read with the rules of `ctx.<name>` (it must be injected here, and its
+        provider active); `ctx.service(SessionStore)` is a `SessionStore` to mypy."""
+        return self._read(key_name(key))
 
     def container_for(self, name: str) -> DynamicContainer:
         """The dependency-injector container of the realm where `name` resolves from here.
@@ -307,8 +334,13 @@ class Context:
         return self._realm(name).container
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name not in service_names:
+        if name.startswith("_") or not (
+            name in self._root.service_names or name in class_service_names
+        ):
             raise AttributeError(f"'Context' object has no attribute '{name}'")
+        return self._read(name)
+
+    def _read(self, name: str) -> Any:
         realm = self._realm(name)
         entry = realm.entries.get(name)
         fiber = self._fiber
@@ -339,9 +371,55 @@ class Context:
 
     # -- events ------------------------------------------------------------------------------
 
-    def on(self, name: str, listener: Listener, *, prepend: bool = False) -> Callable[[], None]:
-        """Listen to `name` (appended, or first with `prepend`); returns the remover."""
-        bus = self._root.bus
+    @overload
+    def on(
+        self,
+        event: Waterfall[*Args, R],
+        listener: Callable[[Unpack[Args], Callable[[], R]], R],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self,
+        event: Serial[*Args, R] | Bail[*Args, R],
+        listener: Callable[[Unpack[Args]], Awaitable[R | None] | R | None],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self,
+        event: Emit[*Args] | Parallel[*Args],
+        listener: Callable[[Unpack[Args]], object],
+        *,
+        prepend: bool = False,
+    ) -> Callable[[], None]: ...
+
+    @overload
+    def on(
+        self, event: str, listener: Listener, *, prepend: bool = False
+    ) -> Callable[[], None]: ...
+
+    def on(
+        self, event: Event | str, listener: Listener, *, prepend: bool = False
+    ) -> Callable[[], None]:
+        """Listen to `event` (appended, or first with `prepend`); returns the remover.
+
+        `event` is a declaration (typed: mypy checks the listener against it) or a plain name.
+        A plain name that no declaration carries is logged once, when the root is next idle
+        (no plugin loading): by then every mounted plugin has imported what it declares.
+        """
+        root = self._root
+        if isinstance(event, Event):
+            name = event.name
+        else:
+            name = event
+            if declared(name) is None:
+                root.check_event_name(name)
+        bus = root.bus
         scope = self._scope
         effect = self.effect(lambda: bus.add(name, listener, scope, prepend))
 
@@ -350,30 +428,75 @@ class Context:
 
         return off
 
-    def listeners(self, name: str) -> tuple[Listener, ...]:
-        """A snapshot of the listeners a dispatch of `name` from this context calls, outermost
-        first (for services that dispatch with their own policy)."""
-        return self._root.bus.listeners(name, self._scope)
+    @overload
+    def listeners(
+        self, event: Waterfall[*Args, R]
+    ) -> tuple[Callable[[Unpack[Args], Callable[[], R]], R], ...]: ...
 
-    def emit(self, name: str, *args: Any) -> None:
+    @overload
+    def listeners(
+        self, event: Serial[*Args, R] | Bail[*Args, R]
+    ) -> tuple[Callable[[Unpack[Args]], Awaitable[R | None] | R | None], ...]: ...
+
+    @overload
+    def listeners(
+        self, event: Emit[*Args] | Parallel[*Args]
+    ) -> tuple[Callable[[Unpack[Args]], object], ...]: ...
+
+    @overload
+    def listeners(self, event: str) -> tuple[Listener, ...]: ...
+
+    def listeners(self, event: Event | str) -> tuple[Listener, ...]:
+        """A snapshot of the listeners a dispatch of `event` from this context calls, outermost
+        first (for services that dispatch with their own policy; results are not checked)."""
+        return self._root.bus.listeners(_name(event), self._scope)
+
+    def emit(self, event: Emit[*Args] | str, *args: *Args) -> None:
         """Call every listener synchronously; failures are logged, awaitables run in background."""
-        self._root.bus.emit(name, args, self._scope)
+        self._root.bus.emit(_name(event), args, self._scope)
 
-    async def parallel(self, name: str, *args: Any) -> None:
+    async def parallel(self, event: Parallel[*Args] | str, *args: *Args) -> None:
         """Run every listener concurrently; raise one failure as itself, several as a group."""
-        await self._root.bus.parallel(name, args, self._scope)
+        await self._root.bus.parallel(_name(event), args, self._scope)
 
-    async def serial(self, name: str, *args: Any) -> Any:
-        """Await listeners in order; return the first result that is not None and not False."""
-        return await self._root.bus.serial(name, args, self._scope)
+    @overload
+    async def serial(self, event: Serial[*Args, R], *args: *Args) -> R | None: ...
 
-    def bail(self, name: str, *args: Any) -> Any:
+    @overload
+    async def serial(self, event: str, *args: Any) -> Any: ...
+
+    async def serial(self, event: Event | str, *args: object) -> Any:
+        """Await listeners in order; return the first result that is not None and not False
+        (checked against a declaration's `returns`)."""
+        declaration = event if isinstance(event, Event) else None
+        return await self._root.bus.serial(_name(event), args, self._scope, declaration)
+
+    @overload
+    def bail(self, event: Bail[*Args, R], *args: *Args) -> R | None: ...
+
+    @overload
+    def bail(self, event: str, *args: Any) -> Any: ...
+
+    def bail(self, event: Event | str, *args: object) -> Any:
         """Synchronous `serial`."""
-        return self._root.bus.bail(name, args, self._scope)
+        declaration = event if isinstance(event, Event) else None
+        return self._root.bus.bail(_name(event), args, self._scope, declaration)
 
-    def waterfall(self, name: str, *args: Any, inner: Callable[[], Any]) -> Any:
-        """Middleware dispatch: the first listener is outermost, called `listener(*args, next)`."""
-        return self._root.bus.waterfall(name, args, self._scope, inner)
+    @overload
+    def waterfall(self, event: Waterfall[*Args, R], *args: *Args, inner: Callable[[], R]) -> R: ...
+
+    @overload
+    def waterfall(self, event: str, *args: Any, inner: Callable[[], Any]) -> Any: ...
+
+    def waterfall(self, event: Event | str, *args: object, inner: Callable[[], Any]) -> Any:
+        """Middleware dispatch: the first listener is outermost, called `listener(*args, next)`;
+        with a declaration, each listener's result is checked against its `returns`."""
+        declaration = event if isinstance(event, Event) else None
+        return self._root.bus.waterfall(_name(event), args, self._scope, inner, declaration)
+
+
+def _name(event: Event | str) -> str:
+    return event.name if isinstance(event, Event) else event
 
 
 class _Status:

@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 
 from framework.errors import FrameworkError
+from framework.hooks import Event
 
 logger = logging.getLogger("framework.events")
 
@@ -132,35 +133,50 @@ class Bus:
         if failures:
             raise ExceptionGroup(f'{len(failures)} listeners of "{name}" failed', failures)
 
-    async def serial(self, name: str, args: tuple[Any, ...], scope: Scope | None) -> Any:
+    async def serial(
+        self, name: str, args: tuple[Any, ...], scope: Scope | None, event: Event | None
+    ) -> Any:
         for listener in self.listeners(name, scope):
             result = listener(*args)
             if result is not None and hasattr(result, "__await__"):
                 result = await result
             if result is not None and result is not False:
+                if event is not None:
+                    event.check(result)
                 return result
         return None
 
-    def bail(self, name: str, args: tuple[Any, ...], scope: Scope | None) -> Any:
+    def bail(
+        self, name: str, args: tuple[Any, ...], scope: Scope | None, event: Event | None
+    ) -> Any:
         for listener in self.listeners(name, scope):
             result = listener(*args)
             if result is not None and result is not False:
+                if event is not None:
+                    event.check(result)
                 return result
         return None
 
     def waterfall(
-        self, name: str, args: tuple[Any, ...], scope: Scope | None, inner: Callable[[], Any]
+        self,
+        name: str,
+        args: tuple[Any, ...],
+        scope: Scope | None,
+        inner: Callable[[], Any],
+        event: Event | None,
     ) -> Any:
         listeners = self.listeners(name, scope)
         if not listeners:
             return inner()
-        return listeners[0](*args, Next(name, listeners, 0, args, inner))
+        result = listeners[0](*args, Next(name, listeners, 0, args, inner, event))
+        return result if event is None else event.checked(result)
 
 
 class Next:
-    """The one-shot `next` cursor handed to the waterfall listener at position `index`."""
+    """The one-shot `next` cursor handed to the waterfall listener at position `index`; with a
+    declaration, what the following listener returns is checked against it."""
 
-    __slots__ = ("_args", "_index", "_inner", "_listeners", "_name", "_used")
+    __slots__ = ("_args", "_event", "_index", "_inner", "_listeners", "_name", "_used")
 
     def __init__(
         self,
@@ -169,8 +185,10 @@ class Next:
         index: int,
         args: tuple[Any, ...],
         inner: Callable[[], Any],
+        event: Event | None,
     ) -> None:
         self._name = name
+        self._event = event
         self._listeners = listeners
         self._index = index
         self._args = args
@@ -186,4 +204,8 @@ class Next:
         if index == len(listeners):
             return self._inner()
         args = self._args
-        return listeners[index](*args, Next(self._name, listeners, index, args, self._inner))
+        event = self._event
+        result = listeners[index](
+            *args, Next(self._name, listeners, index, args, self._inner, event)
+        )
+        return result if event is None else event.checked(result)

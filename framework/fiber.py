@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from framework.errors import ConfigError, FrameworkError, PluginError, validation_problems
 from framework.events import Bus
+from framework.hooks import report_undeclared
 from framework.service import Entry, Realm, Service
 
 if TYPE_CHECKING:
@@ -113,6 +114,8 @@ class Root:
         self.dependents: dict[str, list[Fiber]] = {}
         self.busy = 0
         self._idle: anyio.Event | None = None
+        self.service_names: set[str] = set()  # every name provided or injected in this root
+        self._unchecked: set[str] = set()  # listened event names to check once idle
 
     def spawn(self, event: str, awaitable: Any) -> None:
         """Await what a listener of `event` returned to `emit`, in the root's task group.
@@ -162,9 +165,21 @@ class Root:
 
     def leave(self) -> None:
         self.busy -= 1
-        if not self.busy and self._idle is not None:
-            self._idle.set()
-            self._idle = None
+        if not self.busy:
+            if self._unchecked:
+                names, self._unchecked = self._unchecked, set()
+                report_undeclared(names)
+            if self._idle is not None:
+                self._idle.set()
+                self._idle = None
+
+    def check_event_name(self, name: str) -> None:
+        """Warn if no declaration carries `name` once nothing is loading: plugins that are
+        still loading may yet import the module that declares it."""
+        if self.busy:
+            self._unchecked.add(name)
+        else:
+            report_undeclared((name,))
 
     async def settle(self) -> None:
         while self.busy:

@@ -57,11 +57,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP: Final = "dsh.plugins"
-_SCOPE: Final = "@deepseek-ai/"
-_NPM_ALIASES: Final = {
-    "dsh-agent-loop": "dsh-agent",
-    "dsh-tool-call-timeout-policy": "dsh-tool-timeout-policy",
-}
 _DOTTED: Final = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 Patches = Sequence[str | Path]
 
@@ -80,25 +75,26 @@ def resolve_plugin(
 ) -> object:
     """Resolve a row's plugin name (not ``framework:group``) to a plugin object.
 
-    Order: an entry point (``@deepseek-ai/<x>`` is an alias of ``<x>``), a ``./`` or ``../`` path
+    Order: an entry point of that name; an alias a plugin lists in its ``aliases`` (for names
+    that cannot be a path or a module path, e.g. an npm spelling); a ``./`` or ``../`` path
     against ``base_dir`` (the folder of the file the row comes from: the manifest, or the overlay
-    that inserted it), a dotted module path, ``module:attribute``. ``installed`` defaults to
+    that inserted it); a dotted module path; ``module:attribute``. ``installed`` defaults to
     :func:`plugin_entry_points`. Raises ``_Unresolved``.
     """
     if name.startswith("framework:"):
         raise _Unresolved(f'unknown builtin (only "{GROUP}")')
-    alias = name.removeprefix(_SCOPE)
-    alias = _NPM_ALIASES.get(alias, alias) if name.startswith(_SCOPE) else alias
-    entry_point = (plugin_entry_points() if installed is None else installed).get(alias)
+    entry_points_ = plugin_entry_points() if installed is None else installed
+    entry_point = entry_points_.get(name)
     if entry_point is not None:
-        return _check_plugin(_load(entry_point.load, f"entry point {alias!r}"), name)
-    if name.startswith(_SCOPE):
-        raise _Unresolved(f'no "{ENTRY_POINT_GROUP}" entry point named "{alias}"')
+        return _check_plugin(_load(entry_point.load, f"entry point {name!r}"), name)
     if name.startswith(("./", "../")):
         return _check_plugin(_import_path(base_dir / name), name)
     module_name, _, attribute = name.partition(":")
     if not _DOTTED.fullmatch(module_name) or (attribute and not _DOTTED.fullmatch(attribute)):
-        raise _Unresolved("not an entry point, a ./relative path or a module path")
+        aliased = _aliased(name, entry_points_)
+        if aliased is not None:
+            return _check_plugin(aliased, name)
+        raise _Unresolved(f'no "{ENTRY_POINT_GROUP}" entry point or plugin alias named "{name}"')
     plugin: object = _import_module(module_name)
     for part in attribute.split(".") if attribute else ():
         try:
@@ -106,6 +102,31 @@ def resolve_plugin(
         except AttributeError:
             raise _Unresolved(f'"{module_name}" has no attribute "{attribute}"') from None
     return _check_plugin(plugin, name)
+
+
+def _aliased(name: str, installed: Mapping[str, EntryPoint]) -> object | None:
+    """The installed plugin whose ``aliases`` lists `name`, or None.
+
+    The entry point named like the alias's last ``/`` segment is tried first (an npm spelling
+    ``@scope/pkg`` usually aliases ``pkg``), so the common case imports one plugin, not all.
+    """
+    last = name.rpartition("/")[2]
+    ordered = sorted(installed.values(), key=lambda ep: ep.name != last)
+    for entry_point in ordered:
+        try:
+            plugin: object = entry_point.load()
+        except Exception:
+            continue  # an uninstallable plugin cannot be the alias's target; its own row says so
+        if name in _aliases_of(plugin):
+            return plugin
+    return None
+
+
+def _aliases_of(plugin: object) -> tuple[str, ...]:
+    aliases = getattr(plugin, "aliases", ())
+    if isinstance(aliases, str) or not isinstance(aliases, list | tuple):
+        return ()
+    return tuple(a for a in aliases if isinstance(a, str))
 
 
 def _load(load: Callable[[], object], what: str) -> object:
@@ -214,10 +235,10 @@ def _prepare(
 
 def provided_services(plugin: object) -> tuple[str, ...]:
     """The services a plugin provides, as far as can be told without applying it: the
-    ``provide`` of a ``Service`` class plugin, or of the ``Service`` classes a module defines
-    or exports, and ``sessionPersistence`` for a module that mounts a persistence backend (it
-    exports ``mount_persistence``). A plugin providing through ``ctx.provide`` alone is
-    invisible here."""
+    ``provide`` of a ``Service`` class plugin, or of the ``Service`` classes a module's own
+    package defines (a class it imports to read a service it uses does not count), and
+    ``sessionPersistence`` for a module that mounts a persistence backend (it exports
+    ``mount_persistence``). A plugin providing through ``ctx.provide`` alone is invisible here."""
     if isinstance(plugin, type):
         provide = getattr(plugin, "provide", None) if issubclass(plugin, Service) else None
         return (provide,) if isinstance(provide, str) else ()
@@ -225,7 +246,12 @@ def provided_services(plugin: object) -> tuple[str, ...]:
         return ()
     names: list[str] = []
     for value in vars(plugin).values():
-        if isinstance(value, type) and issubclass(value, Service) and value is not Service:
+        if (
+            isinstance(value, type)
+            and issubclass(value, Service)
+            and value is not Service
+            and (value.__module__ + ".").startswith(plugin.__name__ + ".")
+        ):
             provide = getattr(value, "provide", None)
             if isinstance(provide, str):
                 names.append(provide)

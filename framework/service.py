@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from dependency_injector import containers, providers
 
@@ -11,9 +11,11 @@ if TYPE_CHECKING:
     from framework.context import Context
     from framework.fiber import Fiber
 
-#: Names that read as services on a Context: every name ever provided, injected or declared by a
-#: Service subclass, plus the binding service keys of spec 01 §3 (known before their packages load).
-service_names: set[str] = {"sessions", "llm", "tools", "sessionPersistence", "agents"}
+T = TypeVar("T")
+
+#: The service names Service subclasses declare (`provide`); with the names provided or
+#: injected in a root, these read as services on its contexts (docs/concepts.md).
+class_service_names: set[str] = set()
 
 
 class Service:
@@ -31,7 +33,7 @@ class Service:
         super().__init_subclass__(**kwargs)
         name = cls.__dict__.get("provide")
         if isinstance(name, str):
-            service_names.add(name)
+            class_service_names.add(name)
 
     def __init__(self, ctx: Context, config: Any = None) -> None:
         self.ctx = ctx
@@ -50,6 +52,31 @@ class Service:
             view.caller = caller
             self._views[caller] = view
         return view
+
+
+class ServiceKey(Generic[T]):
+    """A typed name for a service that is not a `Service` subclass:
+    `CLOCK = ServiceKey[Clock]("clock")`, then `ctx.service(CLOCK)` is a `Clock` to mypy."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"ServiceKey({self.name!r})"
+
+
+def key_name(key: type[Any] | ServiceKey[Any] | str) -> str:
+    """The service name a key stands for: a `Service` subclass's `provide`, a key's `name`."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, ServiceKey):
+        return key.name
+    name = getattr(key, "provide", None) if isinstance(key, type) else None
+    if not isinstance(name, str):
+        raise TypeError(f"{key!r} is not a service key (a Service subclass or a ServiceKey)")
+    return name
 
 
 class Entry:

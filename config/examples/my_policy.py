@@ -6,21 +6,26 @@ It keeps only the dispatch barrier: a top-level tool body still never starts bef
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
 
-from plugins.tools import aborted_before_dispatch_result
+from framework import Context
+from plugins.session import SessionStore
+from plugins.tools import ToolExecution, ToolExecutionResult, aborted_before_dispatch_result
+from plugins.tools.hooks import EXECUTE
 
 name = "dispatch-only-checkpoints"
 inject = ["sessions", "tools", "sessionPersistence"]
 
 
-def apply(ctx: Any, config: Any) -> None:
-    async def before_dispatch(exec: Any, next: Any) -> Any:
+def apply(ctx: Context, config: object) -> None:
+    async def before_dispatch(
+        exec: ToolExecution, next: Callable[[], Awaitable[ToolExecutionResult]]
+    ) -> ToolExecutionResult:
         if exec.agent is None or exec.parent is not None:
             return await next()
-        await ctx.sessions.flush(exec.agent.session)
+        await ctx.service(SessionStore).flush(exec.agent.session)
         if exec.signal.aborted:
             return aborted_before_dispatch_result()
         return await next()
 
-    ctx.on("tools/execute", before_dispatch)
+    ctx.on(EXECUTE, before_dispatch)

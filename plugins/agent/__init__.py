@@ -13,7 +13,8 @@ only that agent. Hooks: `agent/pre-step` (waterfall → `Enter | Reject`), `agen
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+
+from framework import Context
 
 from .agent import Agent, AgentStatus
 from .errors import AgentError
@@ -84,16 +85,19 @@ __all__ = [
     "TurnStart",
     "TurnStopping",
     "Usage",
+    "aliases",
     "apply",
     "inject",
     "name",
 ]
 
 name = "agent"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-agent", "@deepseek-ai/dsh-agent-loop"]
 inject = ["sessions", "llm", "tools"]
 
 
-async def apply(ctx: Any, config: Config) -> Callable[[], Awaitable[None]]:
+async def apply(ctx: Context, config: Config) -> Callable[[], Awaitable[None]]:
     """Start the drivers' task group and provide `agents`; the disposer disposes every agent."""
     host = TaskHost()
     await ctx.start(host.run)

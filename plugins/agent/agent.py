@@ -11,7 +11,16 @@ import anyio
 from framework import AbortController, AbortSignal
 from plugins.session.jsonutil import snapshot
 
-from .hooks import DISPOSED, USER, AgentErrorEvent, CancelCause, InboxChange
+from .hooks import (
+    DISPOSED,
+    ERROR,
+    INBOX_EVENTS,
+    STATUS,
+    USER,
+    AgentErrorEvent,
+    CancelCause,
+    InboxChange,
+)
 from .inbox import Inbox, Message, Target
 from .request import RequestState
 from .turn import run_turn
@@ -126,7 +135,7 @@ class Agent:
         """Wake from idle: running, a new controller, the first turn's synchronous prefix."""
         self.status = "running"
         self._idle = anyio.Event()
-        self.ctx.emit("agent/status", self)
+        self.ctx.emit(STATUS, self)
         turn, messages, signal = self._begin_turn()
         self.service.spawn(self._drive, turn, messages, signal)
 
@@ -149,12 +158,12 @@ class Agent:
                 turn, messages, signal = self._begin_turn()
         except Exception as error:  # a broken session or listener: contain it, go idle
             logger.error('agent "%s": driver failed: %s', self.id, error, exc_info=error)
-            self.ctx.emit("agent/error", AgentErrorEvent(self, error))
+            self.ctx.emit(ERROR, AgentErrorEvent(self, error))
         finally:
             self._controller = None
             if self.status == "running":
                 self.status = "idle"
-            self.ctx.emit("agent/status", self)
+            self.ctx.emit(STATUS, self)
             self._idle.set()
 
     def _continues(self, reason: Mapping[str, Any]) -> bool:
@@ -176,7 +185,7 @@ class Agent:
             await self.service.sessions.flush(self.session)
         except Exception as error:
             logger.warning('agent "%s": idle checkpoint failed: %s', self.id, error)
-            self.ctx.emit("agent/error", AgentErrorEvent(self, error))
+            self.ctx.emit(ERROR, AgentErrorEvent(self, error))
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -184,7 +193,7 @@ class Agent:
         return self.session.append(event_type, data)
 
     def _notify_inbox(self, name: str, target: Target, messages: list[Message]) -> None:
-        self.ctx.emit(name, InboxChange(self, target, messages))
+        self.ctx.emit(INBOX_EVENTS[name], InboxChange(self, target, messages))
 
 
 def _last_turn(events: list[dict[str, Any]]) -> int:

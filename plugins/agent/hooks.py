@@ -1,13 +1,18 @@
-"""Payloads of the agent-scoped hooks and live events, and the decisions hooks return.
+"""The agent-scoped events (declarations at the end), their payloads and the decisions hooks
+return.
 
 Waterfall and serial listeners receive one payload object (`listener(payload, next)` for
-waterfalls); `payload.agent` is the agent the event belongs to.
+waterfalls); `payload.agent` is the agent the event belongs to. Every event is dispatched through
+the agent's scoped context (docs/concepts.md, "Scoped events").
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+
+from framework import Emit, Serial, Waterfall
 
 if TYPE_CHECKING:
     from framework.signal import AbortSignal
@@ -113,3 +118,50 @@ class InboxChange:
     agent: Agent
     target: Literal["next-turn", "next-step"]
     messages: list[Message]
+
+
+# -- declarations ---------------------------------------------------------------------------
+
+PRE_STEP: Waterfall[PreStep, Awaitable[Enter | Reject]] = Waterfall(
+    "agent/pre-step",
+    returns=(Enter, Reject),
+    awaits=True,
+    error="agent/pre-step must return Enter or Reject, got {got}",
+)
+"""`(payload, next)` before each step: run it with these messages, or end the turn."""
+
+REQUEST: Waterfall[AgentRequest, Awaitable[dict[str, Any]]] = Waterfall(
+    "agent/request",
+    returns=dict,
+    awaits=True,
+    error="agent/request must return a call config dict, got {got}",
+)
+"""`(payload, next)` → the call config of the step's model request (routing)."""
+
+REQUEST_ERROR: Serial[RequestFailed, Retry] = Serial("agent/request-error")
+"""`(payload)` after a failed request: `Retry()` sends it again; anything else fails the step."""
+
+TURN_STOPPING: Serial[TurnStopping, object] = Serial("agent/turn-stopping")
+"""`(payload)` when the turn would end: a listener may queue a next-step message."""
+
+AGENT_CREATED: Emit[Agent] = Emit("agent/created")
+"""`(agent)`: an agent was created or resumed."""
+
+SESSION_START: Emit[SessionStart] = Emit("agent/session-start")
+"""`(payload)`: the agent's session became live."""
+
+STATUS: Emit[Agent] = Emit("agent/status")
+"""`(agent)`: `agent.status` changed."""
+
+ERROR: Emit[AgentErrorEvent] = Emit("agent/error")
+"""`(payload)`: a turn failed, or the idle checkpoint could not be written."""
+
+AGENT_DISPOSED: Emit[Agent] = Emit("agent/disposed")
+"""`(agent)`: the agent was disposed."""
+
+INBOX_INSERTED: Emit[InboxChange] = Emit("agent/inbox/inserted")
+INBOX_CLAIMED: Emit[InboxChange] = Emit("agent/inbox/claimed")
+INBOX_DISCARDED: Emit[InboxChange] = Emit("agent/inbox/discarded")
+"""`(payload)`: messages entered or left one inbox list."""
+
+INBOX_EVENTS = {e.name: e for e in (INBOX_INSERTED, INBOX_CLAIMED, INBOX_DISCARDED)}

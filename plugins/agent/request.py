@@ -24,7 +24,7 @@ from plugins.llm import (
 from plugins.session.messages import message_of
 
 from .errors import AgentError
-from .hooks import AgentRequest
+from .hooks import REQUEST, AgentRequest
 
 if TYPE_CHECKING:
     from framework import AbortSignal
@@ -93,11 +93,7 @@ async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal)
     async def inner() -> dict[str, Any]:
         return payload.config
 
-    config = await agent.ctx.waterfall("agent/request", payload, inner=inner)
-    if not isinstance(config, dict):
-        raise TypeError(
-            f"agent/request must return a call config dict, got {type(config).__name__}"
-        )
+    config = await agent.ctx.waterfall(REQUEST, payload, inner=inner)
     provider, model = config.get("provider"), config.get("model")
     if not (isinstance(provider, str) and provider and isinstance(model, str) and model):
         raise AgentError(

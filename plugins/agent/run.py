@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import anyio
 
+from plugins.session.hooks import EVENT
+
 from .errors import AgentError
-from .hooks import PARENT, CancelCause
+from .hooks import PARENT, STATUS, CancelCause
 from .results import RunResult, StreamItem, TurnEnd, TurnFold
 
 if TYPE_CHECKING:
@@ -101,8 +103,8 @@ async def stream_turn(
 
     fold = TurnFold(agent.id)
     ended = False
-    off_event = service.ctx.on("session/event", on_event)
-    off_status = service.ctx.on("agent/status", on_status)
+    off_event = service.ctx.on(EVENT, on_event)
+    off_status = service.ctx.on(STATUS, on_status)
     unlink = None
     try:
         agent.followup(prompt)

@@ -15,7 +15,7 @@ from framework import Scope, Service
 
 from .agent import Agent
 from .errors import AgentError
-from .hooks import PARENT, SessionStart
+from .hooks import AGENT_CREATED, AGENT_DISPOSED, PARENT, SESSION_START, SessionStart
 from .options import AgentOptions, Config
 from .results import RunResult, StreamItem
 from .run import RunOptions, run_turn_to_idle, stream_turn
@@ -204,8 +204,8 @@ class AgentsService(Service):
         if signal is not None:
             entry.unlink = signal.add_listener(lambda _reason: agent.cancel(PARENT))
         entry.owner = self.caller.effect(lambda: entry.dispose)
-        agent.ctx.emit("agent/created", agent)
-        agent.ctx.emit("agent/session-start", SessionStart(agent, source))
+        agent.ctx.emit(AGENT_CREATED, agent)
+        agent.ctx.emit(SESSION_START, SessionStart(agent, source))
         return AgentHandle(agent, entry.dispose)
 
     async def aclose(self) -> None:
@@ -239,5 +239,5 @@ class _Entry:
             self.owner()
         await agent.stop()
         await self.fiber.dispose()
-        agent.ctx.emit("agent/disposed", agent)
+        agent.ctx.emit(AGENT_DISPOSED, agent)
         self.service._agents.pop(agent.id, None)

@@ -10,7 +10,7 @@ import anyio
 from framework import AbortError, abort_scope
 from plugins.llm import BlockAssembler, LlmError, StreamChunk
 
-from .hooks import RequestFailed, Retry
+from .hooks import REQUEST_ERROR, RequestFailed, Retry
 from .messages import assistant_message
 from .request import build_request
 from .tool_calls import refuse_repeated_call_ids, run_tool_calls
@@ -57,7 +57,7 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
                 _interrupted(agent, turn, step, assembler, seqs, options.provider, options.model)
                 signal.throw_if_aborted()
             decision = await agent.ctx.serial(
-                "agent/request-error",
+                REQUEST_ERROR,
                 RequestFailed(
                     agent,
                     turn,

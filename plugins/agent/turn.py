@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 from plugins.llm import LlmError
 
-from .hooks import USER, AgentErrorEvent, Enter, PreStep, Reject, TurnStopping
+from .hooks import (
+    ERROR,
+    PRE_STEP,
+    TURN_STOPPING,
+    USER,
+    AgentErrorEvent,
+    Enter,
+    PreStep,
+    Reject,
+    TurnStopping,
+)
 from .step import run_step
 
 if TYPE_CHECKING:
@@ -46,7 +56,7 @@ async def run_turn(
             reason = {"kind": "error", "error": dict(failure)}
             # The failure is data (turn/end, agent/error); apps report it, the log only traces it.
             logger.info('agent "%s": turn %d failed: %s', agent.id, turn, failure["message"])
-            agent.ctx.emit("agent/error", AgentErrorEvent(agent, error))
+            agent.ctx.emit(ERROR, AgentErrorEvent(agent, error))
     agent.session.append("turn/end", {"turn": turn, "reason": reason})
     return reason
 
@@ -81,7 +91,7 @@ async def _steps(
         max_tokens = max_tokens or outcome == "max-tokens"
         ended = outcome != "continue"
         if ended and not inbox.next_step:
-            await agent.ctx.serial("agent/turn-stopping", TurnStopping(agent, turn, signal))
+            await agent.ctx.serial(TURN_STOPPING, TurnStopping(agent, turn, signal))
             if not inbox.next_step:
                 break
         step += 1
@@ -92,9 +102,4 @@ async def _pre_step(agent: Agent, payload: PreStep) -> Enter | Reject:
     async def enter() -> Enter:
         return Enter(payload.messages)
 
-    decision = await agent.ctx.waterfall("agent/pre-step", payload, inner=enter)
-    if not isinstance(decision, Enter | Reject):
-        raise TypeError(
-            f"agent/pre-step must return Enter or Reject, got {type(decision).__name__}"
-        )
-    return decision
+    return await agent.ctx.waterfall(PRE_STEP, payload, inner=enter)

@@ -9,9 +9,11 @@ Config: `workspace` (default: the current directory), `ledger_path` (default
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from framework import Context
+from plugins.tools import ToolsService
 
 from .ledger import Ledger
 from .slow import slow_tool
@@ -24,6 +26,7 @@ __all__ = [
     "NotFoundError",
     "PathOutsideWorkspaceError",
     "Workspace",
+    "aliases",
     "apply",
     "default_ledger_path",
     "inject",
@@ -31,6 +34,8 @@ __all__ = [
 ]
 
 name = "demo-tools"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-demo-tools"]
 inject = ["tools"]
 
 
@@ -50,9 +55,9 @@ def default_ledger_path() -> str:
     return os.path.join(home, "ledger.jsonl")
 
 
-def apply(ctx: Any, config: Config) -> None:
+def apply(ctx: Context, config: Config) -> None:
     """Register the five tools (owned by this plugin)."""
     workspace = Workspace(os.path.expanduser(config.workspace or os.getcwd()))
     ledger = Ledger(os.path.expanduser(config.ledger_path or default_ledger_path()))
     for tool in [*build_tools(workspace, ledger, config.max_read_bytes), slow_tool(workspace)]:
-        ctx.tools.register(tool)
+        ctx.service(ToolsService).register(tool)

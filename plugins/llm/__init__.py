@@ -6,15 +6,15 @@ Plugin name: `llm` (entry point `dsh-llm`). Other packages import the public typ
 
 from __future__ import annotations
 
-from typing import Any
-
+from framework import Context
 from plugins.llm import chunks
 from plugins.llm.adapter import LlmAdapter
 from plugins.llm.assembly import AssembledResponse, BlockAssembler, assemble
 from plugins.llm.errors import HarnessError, LlmError, make_failure
+from plugins.llm.hooks import STREAM
 from plugins.llm.registry import AdapterHandle
 from plugins.llm.retry import DEFAULT_RETRYABLE_CODES, RetryPolicy
-from plugins.llm.service import STREAM_EVENT, LlmService, PreparedCall, failure_chunk
+from plugins.llm.service import LlmService, PreparedCall, failure_chunk
 from plugins.llm.types import (
     BlockType,
     FinishKind,
@@ -31,7 +31,7 @@ from plugins.llm.types import (
 
 __all__ = [
     "DEFAULT_RETRYABLE_CODES",
-    "STREAM_EVENT",
+    "STREAM",
     "AdapterHandle",
     "AssembledResponse",
     "BlockAssembler",
@@ -52,6 +52,7 @@ __all__ = [
     "StreamChunk",
     "TokenUsage",
     "ToolSchema",
+    "aliases",
     "apply",
     "assemble",
     "chunks",
@@ -61,8 +62,10 @@ __all__ = [
 ]
 
 name = "llm"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-llm"]
 
 
-def apply(ctx: Any, config: Any) -> None:
+def apply(ctx: Context, config: object) -> None:
     """Provide the `llm` service."""
     ctx.provide(LlmService.provide, LlmService(ctx))

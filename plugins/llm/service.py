@@ -9,18 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from framework import FrameworkError, Service
+from framework import Service
 from plugins.llm import chunks
 from plugins.llm.adapter import LlmAdapter
 from plugins.llm.errors import HarnessError, LlmError
+from plugins.llm.hooks import STREAM
 from plugins.llm.registry import AdapterHandle, Registration, Route, provider_list
 from plugins.llm.retry import RetryPolicy
 from plugins.llm.types import GenerateOptions, LlmFailure, ModelInfo, ProviderInfo, StreamChunk
 
 if TYPE_CHECKING:
     from framework import AbortSignal, Context
-
-STREAM_EVENT = "llm/stream"
 
 
 class LlmService(Service):
@@ -94,8 +93,9 @@ class LlmService(Service):
     def _stream(
         self, options: GenerateOptions, prepared: Route | None
     ) -> AsyncIterable[StreamChunk]:
-        listeners = self.caller.listeners(STREAM_EVENT)
-        return _Next(listeners, -1, options, lambda: self._adapter_stream(options, prepared))()
+        return self.caller.waterfall(
+            STREAM, options, inner=lambda: self._adapter_stream(options, prepared)
+        )
 
     def _lookup(self, provider: str) -> Route:
         route = self._routes.get(provider)
@@ -135,42 +135,6 @@ class LlmService(Service):
         finally:
             await _close(iterator)
         yield failure_chunk(failure, signal)
-
-
-class _Next:
-    """The one-shot `next` of the `llm/stream` waterfall after listener `index` (-1: entry).
-
-    Same order and semantics as `ctx.waterfall`, plus the check that every listener returns an
-    async iterable.
-    """
-
-    __slots__ = ("_index", "_inner", "_listeners", "_options", "_used")
-
-    def __init__(
-        self,
-        listeners: tuple[Callable[..., Any], ...],
-        index: int,
-        options: GenerateOptions,
-        inner: Callable[[], AsyncIterable[StreamChunk]],
-    ) -> None:
-        self._listeners = listeners
-        self._index = index
-        self._options = options
-        self._inner = inner
-        self._used = False
-
-    def __call__(self) -> AsyncIterable[StreamChunk]:
-        if self._used:
-            raise FrameworkError(f'next() of waterfall "{STREAM_EVENT}" called more than once')
-        self._used = True
-        index = self._index + 1
-        if index == len(self._listeners):
-            return self._inner()
-        following = _Next(self._listeners, index, self._options, self._inner)
-        result = self._listeners[index](self._options, following)
-        if not isinstance(result, AsyncIterable):
-            raise TypeError("llm/stream listener must return an async iterable")
-        return result
 
 
 @dataclass

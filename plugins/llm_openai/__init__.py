@@ -25,9 +25,11 @@ if TYPE_CHECKING:
 
     from framework import Context
 
-__all__ = ["Config", "OpenAIAdapter", "apply", "inject", "name"]
+__all__ = ["Config", "OpenAIAdapter", "aliases", "apply", "inject", "name"]
 
 name = "llm-openai"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-llm-openai"]
 inject = ["llm"]
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "ReplayFailure",
     "ReplayResponse",
     "ReplayToolCall",
+    "aliases",
     "apply",
     "inject",
     "load_script",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 name = "llm-replay"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-llm-replay"]
 inject = ["llm"]
 
 

@@ -10,15 +10,17 @@ for longer ends the turn at once.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
+from framework import Context
+from plugins.agent.hooks import REQUEST_ERROR
 from plugins.llm_retry.executor import RetryExecutor, abortable_sleep
 
-__all__ = ["Config", "RetryExecutor", "abortable_sleep", "apply", "name"]
+__all__ = ["Config", "RetryExecutor", "abortable_sleep", "aliases", "apply", "name"]
 
 name = "llm-retry"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-llm-retry"]
 
 
 class Config(BaseModel):
@@ -31,6 +33,6 @@ class Config(BaseModel):
     max_wait_ms: int = Field(default=60000, ge=0)
 
 
-def apply(ctx: Any, config: Config) -> None:
+def apply(ctx: Context, config: Config) -> None:
     """Register the executor (a fiber effect: it stops with the plugin)."""
-    ctx.on("agent/request-error", RetryExecutor(max_wait_ms=config.max_wait_ms))
+    ctx.on(REQUEST_ERROR, RetryExecutor(max_wait_ms=config.max_wait_ms))

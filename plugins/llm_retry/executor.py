@@ -34,7 +34,7 @@ async def abortable_sleep(seconds: float, signal: AbortSignal) -> None:
 
 
 class RetryExecutor:
-    """An `agent/request-error` listener (`ctx.on("agent/request-error", executor)`)."""
+    """An `agent/request-error` listener (`ctx.on(REQUEST_ERROR, executor)`)."""
 
     def __init__(
         self,

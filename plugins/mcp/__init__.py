@@ -8,11 +8,13 @@ does not start fails the row. Disposing the row stops the servers and reaps thei
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 
+from framework import Context
 from plugins.llm import HarnessError
+from plugins.session.hooks import DISPOSED
+from plugins.tools import ToolsService
+from plugins.tools.hooks import PRE_EXECUTE
 
 from .config import Config, HttpServer, StdioServer
 from .connection import IDEMPOTENCY_META_KEY, Connection, Listing
@@ -58,6 +60,7 @@ __all__ = [
     "McpToolError",
     "McpToolListError",
     "StdioServer",
+    "aliases",
     "apply",
     "inject",
     "name",
@@ -65,10 +68,12 @@ __all__ = [
 ]
 
 name = "mcp"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-mcp"]
 inject = ["tools"]
 
 
-async def apply(ctx: Any, config: Config) -> None:
+async def apply(ctx: Context, config: Config) -> None:
     """Start the servers, register their tools and the `mcp/tools` recorder."""
     connections = {
         server: Connection(ctx, server, settings) for server, settings in config.servers.items()
@@ -92,7 +97,7 @@ async def apply(ctx: Any, config: Config) -> None:
         raise HarnessError("; ".join(str(error) for error in failures), MCP_START_FAILED)
     for server, connection in connections.items():
         for tool in build_tools(connection, listings[server].tools):
-            ctx.tools.register(tool)
+            ctx.service(ToolsService).register(tool)
     recorder = ToolListRecorder(ctx, connections.values())
-    ctx.on("tools/pre-execute", recorder.pre_execute)
-    ctx.on("session/disposed", recorder.forget)
+    ctx.on(PRE_EXECUTE, recorder.pre_execute)
+    ctx.on(DISPOSED, recorder.forget)

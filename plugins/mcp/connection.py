@@ -34,7 +34,7 @@ from mcp.types import (
     Tool,
 )
 
-from framework import AbortSignal, abort_scope
+from framework import AbortSignal, Context, abort_scope
 
 from .config import HttpServer, StdioServer
 from .errors import (
@@ -83,7 +83,7 @@ class _Live:
 class Connection:
     """The client side of one configured server (one per `servers:` entry)."""
 
-    def __init__(self, ctx: Any, name: str, server: StdioServer | HttpServer) -> None:
+    def __init__(self, ctx: Context, name: str, server: StdioServer | HttpServer) -> None:
         self._ctx = ctx
         self.name = name
         self.server = server

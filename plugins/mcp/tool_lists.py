@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
 
-from plugins.tools import Allow, Ask, Deny, ToolExecution
+from framework import Context
+from plugins.tools import Allow, Ask, Deny, ToolExecution, ToolsService
 
 from .connection import Connection
 from .tools import McpTool
@@ -27,7 +28,7 @@ _CALL_LOOKBACK: Final = 512
 class ToolListRecorder:
     """Remembers, per live session, which server generations its current turn has recorded."""
 
-    def __init__(self, ctx: Any, connections: Iterable[Connection]) -> None:
+    def __init__(self, ctx: Context, connections: Iterable[Connection]) -> None:
         self._ctx = ctx
         self._connections = frozenset(connections)
         #: session id -> (turn, {server: generation recorded in that turn})
@@ -43,7 +44,7 @@ class ToolListRecorder:
         session = getattr(agent, "session", None)
         if not isinstance(decision, Allow) or session is None:
             return decision
-        tool = self._ctx.tools.get(exec.name, agent)
+        tool = self._ctx.service(ToolsService).get(exec.name, agent)
         connection = tool.connection if isinstance(tool, McpTool) else None
         if connection in self._connections and await connection.prepare():
             self.record(session, exec.call_id, connection)

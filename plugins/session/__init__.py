@@ -4,7 +4,7 @@ append-only `Session`, the `SessionStore`, crash repair and message derivation."
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .events import (
     KNOWN_EVENT_TYPES,
@@ -36,6 +36,7 @@ __all__ = [
     "Surface",
     "UnknownEventTypeError",
     "UnsupportedVersionError",
+    "aliases",
     "apply",
     "derive_messages",
     "interrupted_turn_closers",
@@ -46,9 +47,11 @@ __all__ = [
 ]
 
 name = "session"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-session"]
 
 
-def apply(ctx: Context, config: Any) -> Callable[[], None]:
+def apply(ctx: Context, config: object) -> Callable[[], None]:
     """Provide the `sessions` service; on dispose, detach the sessions still live."""
     store = SessionStore(ctx, config)
     ctx.provide(SessionStore.provide, store)

@@ -16,13 +16,14 @@ from .messages import message_of
 if TYPE_CHECKING:
     from framework import Context
 
-    from .store import SessionStore
-
-__all__ = ["Clock", "Session", "now_ms"]
+__all__ = ["Clock", "Publisher", "Session", "now_ms"]
 
 logger = logging.getLogger("plugins.session")
 
 Clock = Callable[[], int]
+Publisher = Callable[["Session", Event], None]
+"""Hands one appended event to whoever listens (the session store, while it holds the session
+published); it must not raise."""
 
 _REPLACE_KEYS = ("op", "start", "end")
 
@@ -38,10 +39,19 @@ class Session:
     `session/end-seed`).
 
     `append` is synchronous and does no I/O. Once the session store has published the session,
-    every append is handed to the `session/event` listeners (the persistence seam among them).
+    every append is handed to the `session/event` listeners (the persistence seam among them),
+    through the publisher the store hands it (`publish_to`).
     """
 
-    __slots__ = ("_clock", "_publishing", "_store", "events", "first_live_seq", "header", "surface")
+    __slots__ = (
+        "_clock",
+        "_publisher",
+        "_publishing",
+        "events",
+        "first_live_seq",
+        "header",
+        "surface",
+    )
 
     def __init__(
         self,
@@ -59,7 +69,7 @@ class Session:
         self.events: list[Event] = []
         self.surface = Surface()
         self._clock = clock
-        self._store: SessionStore | None = None
+        self._publisher: Publisher | None = None
         self._publishing = False
         if seed is not None:
             for raw in seed:
@@ -99,6 +109,10 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r} events={len(self.events)}>"
+
+    def publish_to(self, publisher: Publisher | None) -> None:
+        """From now on hand every append to `publisher` (None: to no one)."""
+        self._publisher = publisher
 
     def messages(self) -> list[dict[str, Any]]:
         """The model-visible transcript, from the tracked surface (same as `derive_messages`)."""
@@ -141,29 +155,16 @@ class Session:
             surface_op=surface_op,
         )
         self._check(event)
-        store = self._store
-        listeners = store._listeners("session/event") if store is not None else ()
         self.events.append(event)
         self.surface.apply(event)
-        if store is not None and listeners:
-            self._publish(store, listeners, event)
+        publisher = self._publisher
+        if publisher is not None:
+            self._publishing = True
+            try:
+                publisher(self, event)
+            finally:
+                self._publishing = False
         return event
-
-    def _publish(
-        self, store: SessionStore, listeners: tuple[Callable[..., Any], ...], event: Event
-    ) -> None:
-        self._publishing = True
-        try:
-            for listener in listeners:
-                try:
-                    result = listener(self, event)
-                except Exception as error:
-                    logger.error('session "%s": session/event listener threw: %s', self.id, error)
-                    continue
-                if result is not None and hasattr(result, "__await__"):
-                    _background(store.ctx, result, self.id, "session/event listener rejected")
-        finally:
-            self._publishing = False
 
 
 def _canonical_op(op: Any) -> Any:

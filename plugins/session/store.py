@@ -13,6 +13,7 @@ import anyio
 from framework import Effect, Service
 
 from .events import HEADER_KEYS, Event, make_header
+from .hooks import CREATED, DISPOSED, EVENT, FLUSH
 from .jsonutil import snapshot
 from .repair import interrupted_turn_closers
 from .session import Clock, Session, _background, logger, now_ms
@@ -67,12 +68,20 @@ class SessionStore(Service):
 
     # -- dispatch ----------------------------------------------------------------------------
 
-    def _listeners(self, name: str) -> tuple[Listener, ...]:
-        """A snapshot of the listeners of `name` as a dispatch from the provider sees them."""
-        return self.ctx.listeners(name)
+    def _publish(self, session: Session, event: Event) -> None:
+        """The publisher of a published session: `session/event` to every listener, failures
+        logged, awaitables awaited in the background."""
+        for listener in self.ctx.listeners(EVENT):
+            try:
+                result = listener(session, event)
+            except Exception as error:
+                logger.error('session "%s": session/event listener threw: %s', session.id, error)
+                continue
+            if result is not None and hasattr(result, "__await__"):
+                _background(self.ctx, result, session.id, "session/event listener rejected")
 
     def _notify_disposed(self, session: Session) -> None:
-        for listener in self._listeners("session/disposed"):
+        for listener in self.ctx.listeners(DISPOSED):
             try:
                 result = listener(session)
             except Exception as error:
@@ -149,9 +158,9 @@ class SessionStore(Service):
         entry = self._live.get(session.id)
         if entry is None or entry.session is not session:
             raise RuntimeError(f'session "{session.id}" is not live in this store')
-        session._store = self
+        session.publish_to(self._publish)
         try:
-            for listener in self._listeners("session/created"):
+            for listener in self.ctx.listeners(CREATED):
                 result = listener(session)
                 if result is not None and hasattr(result, "__await__"):
                     _background(self.ctx, result, session.id, "session/created listener rejected")
@@ -174,7 +183,7 @@ class SessionStore(Service):
         if self._live.get(session.id) is not entry:
             return
         del self._live[session.id]
-        session._store = None
+        session.publish_to(None)
         self._notify_disposed(session)
 
     def close(self) -> None:
@@ -260,7 +269,7 @@ class SessionStore(Service):
         if live is None:
             session_id = session if isinstance(session, str) else session.id
             raise RuntimeError(f'session "{session_id}" is not live in this store')
-        listeners = self._listeners("session/flush")
+        listeners = self.ctx.listeners(FLUSH)
         if not listeners:
             return False
         if len(listeners) == 1:

@@ -8,17 +8,19 @@ tool schema or session event; `sessionPersistence` is injected only as a presenc
 
 from __future__ import annotations
 
-from typing import Any
+from framework import Context
 
 from .barriers import install
-from .metrics import CheckpointFlushed
+from .metrics import FLUSHED, CheckpointFlushed
 
-__all__ = ["CheckpointFlushed", "apply", "inject", "name"]
+__all__ = ["FLUSHED", "CheckpointFlushed", "aliases", "apply", "inject", "name"]
 
 name = "session-checkpoint-policy"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-session-checkpoint-policy"]
 inject = ["llm", "sessionPersistence", "sessions", "tools"]
 
 
-def apply(ctx: Any, config: Any) -> None:
+def apply(ctx: Context, config: object) -> None:
     """Install the three barriers; they are removed when the fiber is disposed."""
     install(ctx)

@@ -4,32 +4,41 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
-from typing import Any
 
-from plugins.tools import ToolExecutionResult, aborted_before_dispatch_result
+from framework import Context
+from plugins.agent.hooks import PRE_STEP, Enter, PreStep, Reject
+from plugins.llm import GenerateOptions, StreamChunk
+from plugins.llm.hooks import STREAM
+from plugins.session import Session, SessionStore
+from plugins.tools import ToolExecution, ToolExecutionResult, aborted_before_dispatch_result
+from plugins.tools.hooks import EXECUTE
 
 from .metrics import checkpoint
 
 #: Monotonic clock (seconds) used by the strict variant's interval checkpoints; patchable in tests.
 now: Callable[[], float] = time.monotonic
 
+StreamNext = Callable[[], AsyncIterable[StreamChunk]]
+ExecuteNext = Callable[[], Awaitable[ToolExecutionResult]]
+StepNext = Callable[[], Awaitable[Enter | Reject]]
 
-def install(ctx: Any, stream_checkpoint_ms: int | None = None) -> None:
+
+def install(ctx: Context, stream_checkpoint_ms: int | None = None) -> None:
     """Register the request, dispatch and step barriers on `ctx` (fiber effects, no prepend).
 
     With `stream_checkpoint_ms`, the request barrier also checkpoints while a response streams.
     """
-    ctx.on("llm/stream", _request_barrier(ctx, stream_checkpoint_ms))
-    ctx.on("tools/execute", _dispatch_barrier(ctx))
-    ctx.on("agent/pre-step", _step_barrier(ctx))
+    ctx.on(STREAM, _request_barrier(ctx, stream_checkpoint_ms))
+    ctx.on(EXECUTE, _dispatch_barrier(ctx))
+    ctx.on(PRE_STEP, _step_barrier(ctx))
 
 
 def _request_barrier(
-    ctx: Any, interval_ms: int | None
-) -> Callable[[Any, Callable[[], AsyncIterable[Any]]], AsyncIterable[Any]]:
-    def listener(options: Any, next: Callable[[], AsyncIterable[Any]]) -> AsyncIterable[Any]:
-        session_id = getattr(options, "session_id", None)
-        session = ctx.sessions.get(session_id) if session_id is not None else None
+    ctx: Context, interval_ms: int | None
+) -> Callable[[GenerateOptions, StreamNext], AsyncIterable[StreamChunk]]:
+    def listener(options: GenerateOptions, next: StreamNext) -> AsyncIterable[StreamChunk]:
+        session_id = options.session_id
+        session = ctx.service(SessionStore).get(session_id) if session_id is not None else None
         if session is None:
             return next()
         return _checkpointed_stream(ctx, session, next, interval_ms)
@@ -38,11 +47,11 @@ def _request_barrier(
 
 
 async def _checkpointed_stream(
-    ctx: Any,
-    session: Any,
-    next: Callable[[], AsyncIterable[Any]],
+    ctx: Context,
+    session: Session,
+    next: StreamNext,
     interval_ms: int | None,
-) -> AsyncIterator[Any]:
+) -> AsyncIterator[StreamChunk]:
     # Nothing downstream (middleware, adapter, network) exists until this flush resolves.
     await checkpoint(ctx, session, "llm/stream")
     downstream = aiter(next())
@@ -69,11 +78,9 @@ async def _checkpointed_stream(
 
 
 def _dispatch_barrier(
-    ctx: Any,
-) -> Callable[[Any, Callable[[], Awaitable[ToolExecutionResult]]], Awaitable[ToolExecutionResult]]:
-    async def listener(
-        exec: Any, next: Callable[[], Awaitable[ToolExecutionResult]]
-    ) -> ToolExecutionResult:
+    ctx: Context,
+) -> Callable[[ToolExecution, ExecuteNext], Awaitable[ToolExecutionResult]]:
+    async def listener(exec: ToolExecution, next: ExecuteNext) -> ToolExecutionResult:
         if exec.agent is None or exec.parent is not None:
             # Nested dispatches reuse the outer model-visible call's checkpoint.
             return await next()
@@ -85,8 +92,8 @@ def _dispatch_barrier(
     return listener
 
 
-def _step_barrier(ctx: Any) -> Callable[[Any, Callable[[], Awaitable[Any]]], Awaitable[Any]]:
-    async def listener(payload: Any, next: Callable[[], Awaitable[Any]]) -> Any:
+def _step_barrier(ctx: Context) -> Callable[[PreStep, StepNext], Awaitable[Enter | Reject]]:
+    async def listener(payload: PreStep, next: StepNext) -> Enter | Reject:
         await checkpoint(ctx, payload.agent.session, "agent/pre-step")
         return await next()
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
+
+from framework import Emit
+from plugins.session import SessionStore
+
+if TYPE_CHECKING:
+    from framework import Context
+    from plugins.session import Session
 
 logger = logging.getLogger("dsh.session_checkpoint_policy")
 
@@ -24,11 +31,17 @@ class CheckpointFlushed:
     error: str | None
 
 
-async def checkpoint(ctx: Any, session: Any, barrier: Barrier, call_id: str | None = None) -> None:
+FLUSHED: Emit[CheckpointFlushed] = Emit("checkpoint/flushed")
+"""`(outcome)` after every checkpoint the policy takes (observers, benchmarks)."""
+
+
+async def checkpoint(
+    ctx: Context, session: Session, barrier: Barrier, call_id: str | None = None
+) -> None:
     """Flush `session` through the store, then publish the outcome; failures re-raise."""
     start = time.perf_counter()
     try:
-        await ctx.sessions.flush(session)
+        await ctx.service(SessionStore).flush(session)
     except BaseException as exc:
         _publish(ctx, session.id, barrier, call_id, start, str(exc) or type(exc).__name__)
         raise
@@ -36,7 +49,7 @@ async def checkpoint(ctx: Any, session: Any, barrier: Barrier, call_id: str | No
 
 
 def _publish(
-    ctx: Any,
+    ctx: Context,
     session_id: str,
     barrier: Barrier,
     call_id: str | None,
@@ -55,6 +68,6 @@ def _publish(
             duration_ms,
         )
     ctx.emit(
-        "checkpoint/flushed",
+        FLUSHED,
         CheckpointFlushed(session_id, barrier, call_id, ok, duration_ms, error),
     )

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from framework import Context
+
 from .barriers import install
 
 name = "session-checkpoint-policy-strict"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-session-checkpoint-policy-strict"]
 inject = ["llm", "sessionPersistence", "sessions", "tools"]
 
 
@@ -23,6 +27,6 @@ class Config(BaseModel):
     stream_checkpoint_ms: int = Field(default=1000, ge=1, le=2**31 - 1)
 
 
-def apply(ctx: object, config: Config) -> None:
+def apply(ctx: Context, config: Config) -> None:
     """Install the base barriers with interval checkpoints in the request barrier."""
     install(ctx, config.stream_checkpoint_ms)

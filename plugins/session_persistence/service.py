@@ -20,6 +20,8 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from framework import Context, Service
+from plugins.session import SessionStore
+from plugins.session.hooks import CREATED, DISPOSED, EVENT, FLUSH
 
 from .backend import JsonObject, Location, PersistenceBackend, Snapshot
 from .config import Config
@@ -163,11 +165,11 @@ async def mount_persistence(
     await service.start()
     try:
         coordinator = service._coordinator
-        ctx.on("session/created", coordinator.on_created)
-        ctx.on("session/event", coordinator.on_event)
-        ctx.on("session/flush", coordinator.on_flush)
-        ctx.on("session/disposed", coordinator.on_disposed)
-        sessions = ctx.get("sessions")
+        ctx.on(CREATED, coordinator.on_created)
+        ctx.on(EVENT, coordinator.on_event)
+        ctx.on(FLUSH, coordinator.on_flush)
+        ctx.on(DISPOSED, coordinator.on_disposed)
+        sessions = ctx.get(SessionStore)
         if sessions is not None:
             for session in sessions.list():
                 coordinator.on_created(session)

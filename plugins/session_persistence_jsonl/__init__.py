@@ -26,6 +26,7 @@ __all__ = [
     "Config",
     "FileOps",
     "JsonlBackend",
+    "aliases",
     "apply",
     "default_root",
     "inject",
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 name = JsonlBackend.name
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-session-persistence-jsonl"]
 inject = ["sessions"]
 
 

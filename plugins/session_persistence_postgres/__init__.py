@@ -28,6 +28,7 @@ __all__ = [
     "Config",
     "DatabaseError",
     "PostgresBackend",
+    "aliases",
     "apply",
     "inject",
     "lock_key",
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 name = PostgresBackend.name
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-session-persistence-postgres"]
 inject = ["sessions"]
 
 

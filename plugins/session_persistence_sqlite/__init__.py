@@ -26,6 +26,7 @@ __all__ = [
     "JournalMode",
     "SqliteBackend",
     "TornMarker",
+    "aliases",
     "apply",
     "default_path",
     "inject",
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 name = SqliteBackend.name
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-session-persistence-sqlite"]
 inject = ["sessions"]
 
 

@@ -9,20 +9,23 @@ cancellation), and `exec.signal` is restored afterwards.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-from framework import deadline, timeout_of
+from framework import Context, deadline, timeout_of
 from plugins.session.jsonutil import dumps
 from plugins.tools import (
     ToolExecution,
     ToolExecutionResult,
+    ToolsService,
     ToolTimeoutError,
     exception_result,
 )
+from plugins.tools.hooks import EXECUTE
 
-__all__ = ["apply", "inject", "name", "timeout_result"]
+__all__ = ["aliases", "apply", "inject", "name", "timeout_result"]
 
 name = "tool-timeout-policy"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-tool-timeout-policy", "@deepseek-ai/dsh-tool-call-timeout-policy"]
 inject = ["tools"]
 
 TOOL_TIMEOUT = "TOOL_TIMEOUT"
@@ -33,13 +36,13 @@ def timeout_result(ms: float) -> ToolExecutionResult:
     return exception_result(ToolTimeoutError(f"tool call timed out after {dumps(ms)}ms"))
 
 
-def apply(ctx: Any, config: Any = None) -> None:
+def apply(ctx: Context, config: object = None) -> None:
     """Register the deadline wrapper (a fiber effect)."""
 
     async def wrapper(
-        exec: ToolExecution, next: Callable[[], Awaitable[Any]]
-    ) -> ToolExecutionResult | Any:
-        tool = ctx.tools.get(exec.name, exec.agent)
+        exec: ToolExecution, next: Callable[[], Awaitable[ToolExecutionResult]]
+    ) -> ToolExecutionResult:
+        tool = ctx.service(ToolsService).get(exec.name, exec.agent)
         ms = None if tool is None else tool.timeout_ms
         if ms is None:
             return await next()
@@ -53,4 +56,4 @@ def apply(ctx: Any, config: Any = None) -> None:
                 return timeout_result(ms)
             return result
 
-    ctx.on("tools/execute", wrapper)
+    ctx.on(EXECUTE, wrapper)

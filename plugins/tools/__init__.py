@@ -15,9 +15,9 @@ at once (docs/tools-and-cancellation.md).
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
+
+from framework import Context
 
 from .decisions import Accept, Allow, Ask, Block, Deny
 from .decorator import tool
@@ -75,6 +75,7 @@ __all__ = [
     "ToolsService",
     "aborted_before_dispatch_result",
     "aborted_result",
+    "aliases",
     "apply",
     "cancelled_result",
     "exception_result",
@@ -85,6 +86,8 @@ __all__ = [
 ]
 
 name = "tools"
+#: Other names manifests may use for this plugin (the original npm spellings).
+aliases = ["@deepseek-ai/dsh-tools"]
 
 
 class Config(BaseModel):
@@ -97,6 +100,6 @@ class Config(BaseModel):
     cancel_grace_ms: float = Field(default=DEFAULT_GRACE_MS, ge=0, allow_inf_nan=False)
 
 
-def apply(ctx: Any, config: Config) -> None:
+def apply(ctx: Context, config: Config) -> None:
     """Provide the `tools` service."""
     ctx.provide("tools", ToolsService(ctx, config.cancel_grace_ms))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from uuid import uuid4
 
-from framework import AbortSignal
+from framework import AbortSignal, Context
 
 from .results import ToolContext
 
@@ -25,7 +25,7 @@ class AgentLike(Protocol):
     """What the tools runtime reads from an agent: its scoped context and live session."""
 
     @property
-    def ctx(self) -> Any: ...
+    def ctx(self) -> Context: ...
 
     @property
     def session(self) -> Any: ...

@@ -20,13 +20,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from framework import AbortError, AbortSignal, Scope
+from framework import AbortError, AbortSignal, Context, Scope
 from plugins.session.jsonutil import snapshot
 
 from .decisions import Accept, Allow, Ask, Block, Deny
 from .errors import ToolArgsError, ToolNotFoundError, ToolOutputError
 from .execution import ToolExecution, ToolExecutionInput
 from .grace import CancelGrace
+from .hooks import EXECUTE, POST_EXECUTE, PRE_EXECUTE, RESULT
 from .registry import Registry, scope_of
 from .results import (
     ToolExecutionResult,
@@ -77,13 +78,13 @@ async def _resolved(value: Any) -> Any:
 class ToolScheduler:
     """The four pipeline stages over a registry; `ctx` dispatches calls made without an agent."""
 
-    def __init__(self, ctx: Any, registry: Registry, grace: CancelGrace) -> None:
+    def __init__(self, ctx: Context, registry: Registry, grace: CancelGrace) -> None:
         self._ctx = ctx
         self._registry = registry
         #: How long an aborted call's body may keep running (see `plugins.tools.grace`).
         self.grace = grace
 
-    def _dispatcher(self, exec: ToolExecution) -> Any:
+    def _dispatcher(self, exec: ToolExecution) -> Context:
         return exec.agent.ctx if exec.agent is not None else self._ctx
 
     def _scope(self, exec: ToolExecution) -> Scope | None:
@@ -118,13 +119,7 @@ class ToolScheduler:
         async def allow() -> Allow:
             return Allow()
 
-        decision = await _resolved(
-            self._dispatcher(exec).waterfall("tools/pre-execute", exec, inner=allow)
-        )
-        if not isinstance(decision, Allow | Deny | Ask):
-            raise TypeError(
-                f"tools/pre-execute must return Allow, Deny or Ask, got {type(decision).__name__}"
-            )
+        decision = await self._dispatcher(exec).waterfall(PRE_EXECUTE, exec, inner=allow)
         for context in decision.contexts:
             exec.defer_context(context)
         if isinstance(decision, Deny):
@@ -154,9 +149,7 @@ class ToolScheduler:
             return await self._run_body(call)
 
         try:
-            outcome = await _resolved(
-                self._dispatcher(exec).waterfall("tools/execute", exec, inner=body)
-            )
+            outcome = await self._dispatcher(exec).waterfall(EXECUTE, exec, inner=body)
             result = _normalized(outcome)
         except Exception as error:
             call.settle(exception_result(error), final=True)
@@ -215,8 +208,8 @@ class ToolScheduler:
             return Accept()
 
         try:
-            decision = await _resolved(
-                self._dispatcher(exec).waterfall("tools/post-execute", exec, result, inner=accept)
+            decision = await self._dispatcher(exec).waterfall(
+                POST_EXECUTE, exec, result, inner=accept
             )
             result = self._decided(exec, result, decision)
         except Exception as error:
@@ -224,12 +217,8 @@ class ToolScheduler:
         call.settle(_after_abort(call, result), final=True)
 
     def _decided(
-        self, exec: ToolExecution, result: ToolExecutionResult, decision: Any
+        self, exec: ToolExecution, result: ToolExecutionResult, decision: Accept | Block
     ) -> ToolExecutionResult:
-        if not isinstance(decision, Accept | Block):
-            raise TypeError(
-                f"tools/post-execute must return Accept or Block, got {type(decision).__name__}"
-            )
         for context in decision.contexts:
             exec.defer_context(context)
         if isinstance(decision, Block):
@@ -282,7 +271,7 @@ class ToolScheduler:
             except Exception as error:
                 result = exception_result(error)
         call.settle(result, final=True)
-        self._dispatcher(exec).emit("tools/result", exec, result)
+        self._dispatcher(exec).emit(RESULT, exec, result)
         return result
 
     async def execute(self, input: ToolExecutionInput) -> ToolExecutionResult:
@@ -293,15 +282,12 @@ class ToolScheduler:
         return await self.finish(call)
 
 
-def _normalized(outcome: object) -> ToolExecutionResult:
-    """A wrapper's return value as a result (a result object or its persisted JSON)."""
+def _normalized(outcome: ToolExecutionResult | Mapping[str, Any]) -> ToolExecutionResult:
+    """A wrapper's return value as a result (a result object or its persisted JSON; the bus
+    has checked it is one of them, see `hooks.EXECUTE`)."""
     if isinstance(outcome, ToolExecutionResult):
         return outcome
-    if isinstance(outcome, Mapping):
-        return ToolExecutionResult.from_json(outcome)
-    raise TypeError(
-        f"tools/execute listener must return a tool result, got {type(outcome).__name__}"
-    )
+    return ToolExecutionResult.from_json(outcome)
 
 
 def _lossless_value(value: Any) -> Any:

@@ -7,9 +7,9 @@ run global first, then outer scopes before inner ones.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from framework import Scope
+from framework import Context, Scope
 
 from .tool import Tool
 
@@ -91,7 +91,6 @@ class Registry:
         return [guard for layer in self.chain(scope) for guard in layer.guards]
 
 
-def scope_of(ctx: Any) -> Scope | None:
+def scope_of(ctx: Context) -> Scope | None:
     """The event scope a context dispatches and registers in (None for plain contexts)."""
-    scope: Scope | None = ctx.scope
-    return scope
+    return ctx.scope

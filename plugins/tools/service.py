@@ -7,7 +7,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
-from framework import Scope, Service
+from framework import Context, Scope, Service
 
 from .execution import AgentLike, ToolExecutionInput
 from .grace import CancelGrace
@@ -29,7 +29,7 @@ class ToolsService(Service):
 
     provide: ClassVar[str] = "tools"
 
-    def __init__(self, ctx: Any, cancel_grace_ms: float = DEFAULT_GRACE_MS) -> None:
+    def __init__(self, ctx: Context, cancel_grace_ms: float = DEFAULT_GRACE_MS) -> None:
         super().__init__(ctx)
         self._registry = Registry()
         #: The staged pipeline the agent loop drives (see `plugins.tools.pipeline`).

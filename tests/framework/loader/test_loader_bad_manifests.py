@@ -149,7 +149,7 @@ CASES = {
     "unknown entry point": Case(
         "- id: a\n  name: '@deepseek-ai/dsh-no-such-plugin'\n",
         'cannot resolve plugin "@deepseek-ai/dsh-no-such-plugin" for entry a ({m}:2): no'
-        ' "dsh.plugins" entry point named "dsh-no-such-plugin"',
+        ' "dsh.plugins" entry point or plugin alias named "@deepseek-ai/dsh-no-such-plugin"',
         ("m", 2, 9),
         "a",
     ),

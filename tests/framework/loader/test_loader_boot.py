@@ -26,7 +26,13 @@ pytestmark = pytest.mark.anyio
 __all__ = ["rec"]
 
 Rec = list[tuple[Any, ...]]
-MODULES = ("loader_fx_provider", "loader_fx_consumer", "loader_fx_funcs")
+MODULES = (
+    "loader_fx_provider",
+    "loader_fx_consumer",
+    "loader_fx_funcs",
+    "loader_fx_aliased",
+    "loader_fx_aliased_provider",
+)
 
 
 @pytest.fixture
@@ -70,7 +76,7 @@ async def test_mounts_by_path_module_attribute_and_entry_point(
         "app.yaml",
         """
         - id: consumer
-          name: '@deepseek-ai/dsh-test-consumer'
+          name: dsh-test-consumer
         - id: configured
           name: ./configured.py
           config: {port: 8080}
@@ -268,12 +274,22 @@ async def test_overlay_replaces_a_policy_with_its_own_file(folder: Path, rec: Re
         assert sorted(rec) == [("policy", "mine"), ("provided", "provider")]
 
 
-async def test_npm_spellings_resolve_like_entry_point_names(
+async def test_aliases_come_from_the_plugins_own_metadata(
     folder: Path, rec: Rec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    write(folder, "loader_fx_aliased.py", CONSUMER + 'aliases = ["@deepseek-ai/dsh-agent-loop"]\n')
+    write(
+        folder,
+        "loader_fx_aliased_provider.py",
+        PROVIDER + 'aliases = ("@deepseek-ai/dsh-tool-call-timeout-policy",)\n',
+    )
     _entry_points(
         monkeypatch,
-        **{"dsh-agent": "loader_fx_consumer", "dsh-tool-timeout-policy": "loader_fx_provider"},
+        **{
+            "dsh-agent": "loader_fx_aliased",
+            "dsh-tool-timeout-policy": "loader_fx_aliased_provider",
+            "dsh-plain": "loader_fx_consumer",
+        },
     )
     manifest = write(
         folder,
@@ -288,9 +304,22 @@ async def test_npm_spellings_resolve_like_entry_point_names(
             ("consumed", "provider"),
             ("provided", "provider"),
         ]
-    assert (
-        resolve_plugin("@deepseek-ai/dsh-agent-loop", folder) is sys.modules["loader_fx_consumer"]
+    assert resolve_plugin("@deepseek-ai/dsh-agent-loop", folder) is sys.modules["loader_fx_aliased"]
+    # The framework knows no scope of its own: a spelling no plugin lists does not resolve.
+    unlisted = write(folder, "unlisted.yaml", "- {id: p, name: '@deepseek-ai/dsh-plain'}\n")
+    [problem] = check_manifest(unlisted)
+    assert str(problem).endswith(
+        'no "dsh.plugins" entry point or plugin alias named "@deepseek-ai/dsh-plain"'
     )
+
+
+def test_every_first_party_plugin_lists_its_npm_spelling() -> None:
+    """The seed's manifest names plugins `@deepseek-ai/<entry point>`; each one lists it."""
+    installed = plugin_entry_points()
+    first_party = {n: ep for n, ep in installed.items() if ep.value.startswith("plugins.")}
+    assert "dsh-session-checkpoint-policy" in first_party
+    for name, entry_point in first_party.items():
+        assert resolve_plugin(f"@deepseek-ai/{name}", Path()) is entry_point.load()
 
 
 def test_a_real_installed_entry_point_resolves() -> None:
