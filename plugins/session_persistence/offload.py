@@ -89,6 +89,7 @@ class IoThread:
         self._thread: threading.Thread | None = None
         #: Calls submitted to the thread and not yet finished.
         self._queued = 0
+        self._closing = False
 
     async def run(self, fn: Callable[..., T], *args: Any, group: bool = False) -> T:
         """`fn(*args)` off the loop; its result or its exception. `group=True` lets it share a
@@ -112,10 +113,10 @@ class IoThread:
     def _serve(self) -> None:
         while True:
             with self._guard:
-                if not self._jobs and not self._guard.wait_for(
-                    lambda: bool(self._jobs), timeout=IDLE_SECONDS
-                ):
+                self._guard.wait_for(lambda: bool(self._jobs) or self._closing, IDLE_SECONDS)
+                if not self._jobs:
                     self._thread = None
+                    self._closing = False
                     return
                 calls = [self._jobs.popleft()]
                 if calls[0].group:
@@ -129,6 +130,13 @@ class IoThread:
                 self._queued -= len(calls)
             for call in calls:
                 call.finish()
+
+    def close(self) -> None:
+        """Let the thread exit once its queue is empty (a later call starts a new one)."""
+        with self._guard:
+            if self._thread is not None:
+                self._closing = True
+                self._guard.notify()
 
     def _run_group(self, calls: list[Call[Any]]) -> None:
         assert self._group is not None

@@ -194,11 +194,12 @@ class JsonlBackend:
         return await self._run(read_or_create_store_id, str(self.root), self._io)
 
     async def aclose(self) -> None:
-        """Release every lock and descriptor."""
+        """Release every lock and descriptor, and let the I/O thread go."""
         owners = list(self._owners.values())
         self._owners.clear()
         for owner in owners:
             self._drop(owner)
+        self._thread.close()
 
     # ---- layout --------------------------------------------------------------------------
 

@@ -182,13 +182,15 @@ class SqliteBackend:
         return self._store_id
 
     async def aclose(self) -> None:
-        """Release every lock, stop the heartbeat and close the connection."""
+        """Release every lock, stop the heartbeat, close the connection and let the I/O thread
+        go."""
         while self._heartbeat:
             await anyio.to_thread.run_sync(self._heartbeat.pop().stop)
         held = dict(self._tokens)
         self._tokens.clear()
         if self._connection is not None:
             await self._run(self._close, held, read=True)
+        self._thread.close()
 
     # ---- plumbing ------------------------------------------------------------------------
 

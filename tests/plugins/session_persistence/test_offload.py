@@ -87,3 +87,16 @@ async def test_an_idle_thread_exits_and_a_new_one_starts(monkeypatch: pytest.Mon
     await anyio.sleep(0.3)
     assert not any(t.ident == first and t.is_alive() for t in threading.enumerate())
     assert await io.run(lambda: 7) == 7
+
+
+async def test_close_lets_the_thread_go_and_a_later_call_starts_another() -> None:
+    io = IoThread("test")
+    first = await io.run(threading.get_ident)
+    io.close()
+    for _ in range(200):
+        if not any(t.ident == first and t.is_alive() for t in threading.enumerate()):
+            break
+        await anyio.sleep(0.01)
+    else:
+        raise AssertionError("the closed thread is still alive")
+    assert await io.run(lambda: 7) == 7
