@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plugins.session_persistence import SessionPersistenceError, SessionPersistenceService
+from plugins.tool_approval import pending_questions
 
 from .summary import last_turn_reason, turn_count
 
@@ -25,6 +26,8 @@ class SessionRow:
     events: int = 0
     size: int | None = None
     problem: str | None = None
+    #: Approval questions the session waits on (answered with `dsh approve` / `dsh deny`).
+    waiting: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` line."""
@@ -36,6 +39,7 @@ class SessionRow:
             "lastReason": self.last_reason,
             "events": self.events,
             "size": self.size,
+            "waitingApprovals": self.waiting,
         }
         if self.problem is not None:
             line["problem"] = self.problem
@@ -82,6 +86,7 @@ async def session_rows(
                     last_reason=last_turn_reason(log.events),
                     events=len(log.events),
                     size=_size(persistence, header),
+                    waiting=len(pending_questions(log.events)),
                 )
             )
         if advance is not None:

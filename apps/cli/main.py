@@ -15,8 +15,9 @@ from rich.table import Table
 
 from framework.loader import boot
 from plugins.session.jsonutil import dumps
+from plugins.tool_approval import Answer
 
-from . import checking, listing, plugin_list, runner
+from . import approving, checking, listing, plugin_list, runner
 from .console import Consoles, consoles, setup_logging, silence_stdout
 from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError, report
 from .paths import default_manifest
@@ -155,6 +156,69 @@ def resume(
     _execute(debug, work, json=json)
 
 
+SessionId = Annotated[str, typer.Argument(metavar="ID", help="The stored session.")]
+CallId = Annotated[
+    str | None,
+    typer.Argument(metavar="CALL_ID", help="The call to answer (needed when several wait)."),
+]
+
+
+def _answer(
+    session_id: str,
+    given: approving.GivenAnswer,
+    config: Path | None,
+    patch: list[Path] | None,
+    json: bool,
+    debug: bool,
+) -> NoReturn:
+    async def work() -> int:
+        options = runner.RunOptions(
+            config or default_manifest(),
+            patch or [],
+            session_id,
+            answer=given,
+            must_exist=True,
+        )
+        view: RunView = JsonView() if json else HumanView(consoles())
+        return await runner.run(options, view)
+
+    _execute(debug, work, json=json)
+
+
+@app.command()
+def approve(
+    session_id: SessionId,
+    call_id: CallId = None,
+    always: Annotated[
+        bool, typer.Option("--always", help="Allow this tool for the rest of the session.")
+    ] = False,
+    config: Manifest = None,
+    patch: Patches = None,
+    json: Json = False,
+    debug: Debug = False,
+) -> None:
+    """Allow the call a session waits on; the call runs and the session continues."""
+    answer = Answer.always() if always else Answer.once()
+    _answer(session_id, approving.GivenAnswer(call_id, answer), config, patch, json, debug)
+
+
+@app.command()
+def deny(
+    session_id: SessionId,
+    call_id: CallId = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", metavar="TEXT", help="Why, for the model.")
+    ] = None,
+    config: Manifest = None,
+    patch: Patches = None,
+    json: Json = False,
+    debug: Debug = False,
+) -> None:
+    """Refuse the call a session waits on; the model sees the refusal and continues."""
+    answer = Answer.reject(reason)
+    _answer(session_id, approving.GivenAnswer(call_id, answer), config, patch, json, debug)
+
+
 @app.command()
 def sessions(
     config: Manifest = None, patch: Patches = None, json: Json = False, debug: Debug = False
@@ -195,7 +259,9 @@ def _session_table(shown: Consoles, rows: list[listing.SessionRow]) -> None:
         )
     for row in rows:
         last = row.problem or reason_text(row.last_reason)
-        style = "red" if row.problem else None
+        if row.waiting:
+            last += f" — waiting for approval ({row.waiting})"
+        style = "red" if row.problem else "yellow" if row.waiting else None
         size = "-" if row.size is None else f"{row.size:,} B"
         table.add_row(
             row.id,

@@ -20,7 +20,7 @@ from framework.loader import boot
 from plugins.agent import USER
 from plugins.session_persistence import SessionPersistenceError
 
-from . import checking
+from . import approving, checking
 from .checking import problem_line
 from .console import silence_stdout
 from .errors import (
@@ -92,6 +92,8 @@ class RunOptions:
     patches: Sequence[Path] = ()
     session_id: str | None = None
     prompt: str = ""
+    #: `dsh approve` / `dsh deny`: the answer to the session's open question.
+    answer: approving.GivenAnswer | None = None
     #: `dsh resume ID PROMPT`: the session must be stored (only `run --session` creates).
     must_exist: bool = False
 
@@ -205,13 +207,15 @@ async def run(options: RunOptions, view: RunView) -> int:
         handle, resumed, repairs = await _open(ctx, options)
         agent = handle.agent
         turn = Turn(agent.id, view)
+        flags = approving.manifest_flags(options.manifest, options.patches)
         ctx.on("session/event", turn.on_event)
         failure: BaseException | None = None
         try:
             view.started(agent.id, resumed=resumed, repairs=repairs)
+            message = approving.prepare(ctx, agent, view, options.prompt, options.answer, flags)
             async with anyio.create_task_group() as group:
                 await group.start(_cancel_on_sigint, agent, turn)
-                agent.followup(options.prompt)
+                agent.followup(message)
                 await agent.when_idle()
                 group.cancel_scope.cancel()
             failure = await _durable_end(ctx, agent)
@@ -252,6 +256,7 @@ class Recovery:
         lines.append(
             f"session {self.session_id}: {turns} {plural}, last: {last}, {len(self.events)} events"
         )
+        lines.extend(approving.waiting_lines(self.session_id, self.events))
         return lines
 
     def to_json(self) -> dict[str, Any]:

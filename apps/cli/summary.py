@@ -41,16 +41,19 @@ class Repairs:
     unknown: int = 0
     not_started: int = 0
     turns: tuple[int, ...] = ()
+    #: Approval questions cancelled (their calls are among `not_started`).
+    approvals: int = 0
 
     def __bool__(self) -> bool:
-        return bool(self.unknown or self.not_started or self.turns)
+        return bool(self.unknown or self.not_started or self.turns or self.approvals)
 
     def to_json(self) -> dict[str, Any]:
-        """`{"unknownOutcome", "notStarted", "interruptedTurns"}`."""
+        """`{"unknownOutcome", "notStarted", "interruptedTurns", "cancelledApprovals"}`."""
         return {
             "unknownOutcome": self.unknown,
             "notStarted": self.not_started,
             "interruptedTurns": list(self.turns),
+            "cancelledApprovals": self.approvals,
         }
 
     def describe(self) -> str:
@@ -58,8 +61,15 @@ class Repairs:
         parts = []
         if self.unknown:
             parts.append(_plural(self.unknown, "tool call", "tool calls") + " with unknown outcome")
-        if self.not_started:
-            parts.append(_plural(self.not_started, "tool call", "tool calls") + " not started")
+        if self.approvals:
+            parts.append(
+                "1 approval was pending; the call was not run"
+                if self.approvals == 1
+                else f"{self.approvals} approvals were pending; the calls were not run"
+            )
+        not_started = max(0, self.not_started - self.approvals)
+        if not_started:
+            parts.append(_plural(not_started, "tool call", "tool calls") + " not started")
         if self.turns:
             numbers = ", ".join(str(t) for t in self.turns)
             parts.append(f"turn {numbers} closed as interrupted")
@@ -70,7 +80,13 @@ def repairs_in(events: Sequence[Event]) -> Repairs:
     """Count the repair closers among `events`."""
     codes = [repair_code(event) for event in events]
     turns = tuple(e["data"]["turn"] for e in events if is_interrupted_end(e))
-    return Repairs(codes.count(UNKNOWN_OUTCOME), codes.count(NOT_STARTED), turns)
+    approvals = sum(1 for event in events if is_cancelled_approval(event))
+    return Repairs(codes.count(UNKNOWN_OUTCOME), codes.count(NOT_STARTED), turns, approvals)
+
+
+def is_cancelled_approval(event: Event) -> bool:
+    """An `approval/decided {"outcome":"cancelled"}` (repair writes one per open question)."""
+    return event["type"] == "approval/decided" and bool(event["data"].get("outcome") == "cancelled")
 
 
 def turn_count(events: Sequence[Event]) -> int:

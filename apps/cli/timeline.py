@@ -31,6 +31,14 @@ from .views import parse_arguments, short
 
 Event = Mapping[str, Any]
 
+#: How `dsh show` marks each approval outcome.
+APPROVAL_MARKS = {
+    "allowed-once": ("✓", "green"),
+    "rejected": ("✗", "red"),
+    "unavailable": ("✗", "red"),
+    "cancelled": ("⚠", "bold yellow"),
+}
+
 LEGEND = (
     "◆ checkpoint barrier of {policy}: the events above it were durable on disk "
     "before what follows it ran"
@@ -73,6 +81,7 @@ class Timeline:
         self.mark = "◆ " if policy is not None else ""
         self.names: dict[str, str] = {}
         self.turn_started: dict[int, int] = {}
+        self.questions: dict[str, str] = {}
 
     def header(self, header: Mapping[str, Any]) -> Iterator[Text]:
         line = Text.assemble(("session ", "dim"), (str(header["id"]), "bold cyan"))
@@ -148,6 +157,35 @@ class Timeline:
             )
         elif kind == "session/title":
             yield Text(f"  title: {data.get('title')}", style="dim")
+        elif kind.startswith("approval/"):
+            yield from self._approval(event)
+
+    def _approval(self, event: Event) -> Iterator[Text]:
+        """An asked/decided pair, a remembered "always", a policy change (docs/approval.md)."""
+        kind, data = event["type"], event["data"]
+        if kind == "approval/asked":
+            self.questions[data["id"]] = data["toolName"]
+            reason = f": {data['reason']}" if data.get("reason") else ""
+            yield Text.assemble(
+                ("      ? ", "bold yellow"),
+                (data["toolName"], "bold"),
+                (f" asks for approval{reason}", "yellow"),
+                (f"  ({data['id']})", "dim"),
+            )
+        elif kind == "approval/decided":
+            name = self.questions.get(data["id"], data["id"])
+            outcome = data.get("outcome")
+            mark, style = APPROVAL_MARKS.get(outcome, ("?", "yellow"))
+            yield Text.assemble(
+                (f"      {mark} ", style),
+                (name, "bold"),
+                (f" approval: {outcome}", style),
+                (self._pending(event), style),
+            )
+        elif kind == "approval/always":
+            yield Text(f"      ✓ {data.get('toolName')} always allowed in this session", "green")
+        elif kind == "approval/policy":
+            yield Text(f"  approval policy: {data.get('policy')}", style="dim")
 
     def _assistant(self, data: Mapping[str, Any]) -> Iterator[Text]:
         message = data["message"]

@@ -185,6 +185,8 @@ async def _run_group(
                 _append_result(agent, turn, step, call, call_seq, aborted_before_dispatch_result())
                 continue
             call_seq, prepared = call.started
+            if prepared.deferred:
+                continue  # its approval question stays open (docs/approval.md)
             await scheduler.finalize(prepared)
             result = await scheduler.finish(prepared)
             _append_result(agent, turn, step, call, call_seq, result)

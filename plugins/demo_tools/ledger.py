@@ -118,6 +118,7 @@ def ledger_tools(ledger: Ledger) -> list[Tool]:
             ),
             parameters=_object({"key": {"type": "string"}}, ["key"]),
             execute=find_ledger_entry,
+            read_only=True,
         ),
     ]
 

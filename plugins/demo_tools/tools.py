@@ -46,6 +46,7 @@ def build_tools(workspace: Workspace, ledger: Ledger, max_read_bytes: int) -> li
             parameters=_object({"path": _PATH}, ["path"]),
             execute=read_file,
             is_concurrency_safe=True,
+            read_only=True,
         ),
         Tool(
             name="list_files",
@@ -53,6 +54,7 @@ def build_tools(workspace: Workspace, ledger: Ledger, max_read_bytes: int) -> li
             parameters=_object({"path": {**_PATH, "default": "."}}, []),
             execute=list_files,
             is_concurrency_safe=True,
+            read_only=True,
         ),
         Tool(
             name="write_file",

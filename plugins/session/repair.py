@@ -1,4 +1,5 @@
-"""Crash repair: the closers that balance a log whose last turn never ended (spec 02 §3)."""
+"""Crash repair: the closers that balance a log whose last turn never ended (spec 02 §3), and
+the approval closer (docs/approval.md): open questions are cancelled first."""
 
 from __future__ import annotations
 
@@ -30,23 +31,75 @@ TOOL_OUTCOME_UNKNOWN_TEXT = (
 
 
 class _Pending:
-    __slots__ = ("call_seq", "step")
+    __slots__ = ("call_seq", "step", "turn")
 
-    def __init__(self, step: Any) -> None:
+    def __init__(self, step: Any, turn: Any = None, call_seq: int | None = None) -> None:
         self.step = step
-        self.call_seq: int | None = None
+        self.turn = turn
+        self.call_seq = call_seq
+
+
+class _Approvals:
+    """The approval closer's view of a log (docs/approval.md): questions without a decision
+    are cancelled; a call whose question did not end `allowed-once` never ran (its body waits
+    for a durable grant), and a call an earlier blocked turn left open gets its result here."""
+
+    __slots__ = ("calls", "decided", "guarded", "questions", "results")
+
+    def __init__(self) -> None:
+        self.questions: dict[str, str | None] = {}
+        self.decided: dict[str, str] = {}
+        self.guarded: dict[str, str] = {}
+        self.calls: dict[str, tuple[int, Any]] = {}
+        self.results: set[str] = set()
+
+    def fold(self, event: Event) -> None:
+        kind = event["type"]
+        data = event["data"]
+        if kind == "approval/asked":
+            call_id = data.get("callId")
+            self.questions[data["id"]] = call_id
+            if isinstance(call_id, str):
+                self.guarded[call_id] = data["id"]
+        elif kind == "approval/decided":
+            self.decided[data["id"]] = data["outcome"]
+        elif kind == "tool/call":
+            self.calls[data["callId"]] = (event["seq"], data)
+        elif kind == "tool/result":
+            self.results.add(data["message"]["source"]["callId"])
+
+    def undecided(self) -> list[str]:
+        """Questions without a decision, in the order asked."""
+        return [q for q in self.questions if q not in self.decided]
+
+    def may_have_run(self, call_id: str) -> bool:
+        """False when the call's question never allowed it (so its body never began)."""
+        question = self.guarded.get(call_id)
+        return question is None or self.decided.get(question) == "allowed-once"
+
+    def unanswered_calls(self) -> dict[str, tuple[int, Any]]:
+        """Guarded calls with a `tool/call` and no `tool/result`, by call id."""
+        return {
+            call_id: self.calls[call_id]
+            for call_id in self.guarded
+            if call_id in self.calls and call_id not in self.results
+        }
 
 
 def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
-    """The events that close an interrupted last turn: one `tool/result` per pending tool call,
-    then `step/end` if a step is open, then `turn/end {"kind":"interrupted"}`. `[]` when no turn
-    is open. Pure: reads `events`, returns new events (seq after the last, time of the last)."""
+    """The events that close an interrupted last turn: `approval/decided {"outcome":
+    "cancelled"}` per open question, one `tool/result` per pending tool call (calls an earlier
+    blocked turn left waiting for approval included), then `step/end` if a step is open, then
+    `turn/end {"kind":"interrupted"}`. `[]` when no turn is open. Pure: reads `events`, returns
+    new events (seq after the last, time of the last)."""
     open_turn: Any = None
     open_step: Any = None
     pending: dict[str, _Pending] = {}
+    approvals = _Approvals()
     for event in events:
         kind = event["type"]
         data = event["data"]
+        approvals.fold(event)
         if kind == "turn/start":
             open_turn, open_step = data["turn"], None
             pending.clear()
@@ -74,8 +127,18 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
     seq = last["seq"] + 1
     time = last["time"]
     closers: list[Event] = []
-    for call_id, call in pending.items():
-        started = call.call_seq is not None
+    for question_id in approvals.undecided():
+        closers.append(
+            closer_event("approval/decided", seq, time, {"id": question_id, "outcome": "cancelled"})
+        )
+        seq += 1
+    carried = {
+        call_id: _Pending(data["step"], data["turn"], call_seq)
+        for call_id, (call_seq, data) in approvals.unanswered_calls().items()
+        if call_id not in pending
+    }
+    for call_id, call in [*carried.items(), *pending.items()]:
+        started = call.call_seq is not None and approvals.may_have_run(call_id)
         message = {
             "id": f"interrupted-tool-result-{call_id}-{seq}",
             "role": "user",
@@ -100,7 +163,12 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
                 "tool/result",
                 seq,
                 time,
-                {"turn": open_turn, "step": call.step, "message": message, "error": dict(error)},
+                {
+                    "turn": open_turn if call.turn is None else call.turn,
+                    "step": call.step,
+                    "message": message,
+                    "error": dict(error),
+                },
                 surface_op="append",
                 source_event_seqs=[call.call_seq] if call.call_seq is not None else None,
             )

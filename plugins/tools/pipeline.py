@@ -49,7 +49,7 @@ RESULT_NOT_LOSSLESS = "tool result must be losslessly JSON-serializable"
 class PreparedCall:
     """One call moving through the stages; `result` is set once a stage settles it."""
 
-    __slots__ = ("body_ran", "exec", "final", "input", "result")
+    __slots__ = ("body_ran", "deferred", "exec", "final", "input", "result")
 
     def __init__(self, input: ToolExecutionInput, exec: ToolExecution) -> None:
         self.input = input
@@ -58,6 +58,8 @@ class PreparedCall:
         #: A FINAL result skips `tools/post-execute`.
         self.final = False
         self.body_ran = False
+        #: Its approval question stays open: the loop commits no result for it this turn.
+        self.deferred = False
 
     @property
     def dispatchable(self) -> bool:
@@ -103,7 +105,7 @@ class ToolScheduler:
             call.settle(aborted_before_dispatch_result(), final=True)
             return call
         try:
-            denial = await self._pre_execute(call.exec)
+            denial = await self._pre_execute(call)
             if denial is None:
                 denial = await self._guard(call.exec)
         except Exception as error:
@@ -115,7 +117,9 @@ class ToolScheduler:
             call.settle(failure_result(denial), final=False)
         return call
 
-    async def _pre_execute(self, exec: ToolExecution) -> str | None:
+    async def _pre_execute(self, call: PreparedCall) -> str | None:
+        exec = call.exec
+
         async def allow() -> Allow:
             return Allow()
 
@@ -125,12 +129,22 @@ class ToolScheduler:
         if isinstance(decision, Deny):
             return decision.reason
         if isinstance(decision, Ask):
-            return (
-                decision.reason
-                if decision.reason is not None
-                else f'tool "{exec.name}" requires approval (not yet supported)'
-            )
+            return await self._approval(call, decision.reason)
         return None
+
+    async def _approval(self, call: PreparedCall, reason: str | None) -> str | None:
+        """`Ask`: the approval service decides (docs/approval.md); without one, deny."""
+        approval = self._ctx.get("approval")
+        if approval is None:
+            return (
+                reason
+                if reason is not None
+                else f'tool "{call.exec.name}" requires approval (not yet supported)'
+            )
+        decision = await approval.decide(call.exec, reason)
+        call.deferred = decision.deferred
+        denial: str | None = decision.denial
+        return denial
 
     async def _guard(self, exec: ToolExecution) -> str | None:
         for guard in self._registry.guards(self._scope(exec)):

@@ -142,7 +142,7 @@ def test_check_names_the_plugin_for_a_service_no_row_provides(dsh: Sandbox) -> N
     assert LINE.match(lines[0])
     assert (
         ': service "sessions" is not provided by any row; add a row with name: dsh-session '
-        "(needed by entries session-persistence, session-checkpoints, agent)"
+        "(needed by entries session-persistence, session-checkpoints, approval, agent)"
     ) in lines[0]
 
 

@@ -120,8 +120,18 @@ def test_lock_then_sigkill_then_resume(dsh: Sandbox, replay_overlay: Callable[..
     assert as_json == {
         "type": "recovered",
         "sessionId": "s-crash",
-        "recovered": {"unknownOutcome": 0, "notStarted": 0, "interruptedTurns": []},
-        "earlier": {"unknownOutcome": 1, "notStarted": 1, "interruptedTurns": [1]},
+        "recovered": {
+            "unknownOutcome": 0,
+            "notStarted": 0,
+            "interruptedTurns": [],
+            "cancelledApprovals": 0,
+        },
+        "earlier": {
+            "unknownOutcome": 1,
+            "notStarted": 1,
+            "interruptedTurns": [1],
+            "cancelledApprovals": 0,
+        },
         "turns": 1,
         "lastReason": {"kind": "interrupted"},
         "events": as_json["events"],

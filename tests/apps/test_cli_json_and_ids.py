@@ -47,7 +47,12 @@ def test_json_starts_with_the_session_and_types_reasoning_and_tool_values(
         "type": "session",
         "sessionId": "s-j",
         "resumed": True,
-        "recovered": {"unknownOutcome": 0, "notStarted": 0, "interruptedTurns": []},
+        "recovered": {
+            "unknownOutcome": 0,
+            "notStarted": 0,
+            "interruptedTurns": [],
+            "cancelledApprovals": 0,
+        },
     }
 
 
