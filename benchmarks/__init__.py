@@ -1,1 +1,1 @@
-"""Benchmark harness: `python -m benchmarks [NAME...]` (see shared spec 06 §1)."""
+"""Benchmark harness: `python -m benchmarks [NAME...]` (see README.md)."""

@@ -1,9 +1,10 @@
-"""A small Cordis-style context and service container (spec 01)."""
+"""A small Cordis-style context and service container (docs/concepts.md)."""
 
 from framework.context import Context
 from framework.errors import (
     BootError,
     ConfigError,
+    DshError,
     FrameworkError,
     ManifestError,
     PluginError,
@@ -32,6 +33,7 @@ __all__ = [
     "BootError",
     "ConfigError",
     "Context",
+    "DshError",
     "Effect",
     "Emit",
     "Event",

@@ -266,7 +266,7 @@ class Context:
     # -- services ----------------------------------------------------------------------------
 
     def provide(self, name: str, value: object) -> Effect:
-        """Provide service `name` as an effect of this context's fiber (see spec 01 §3)."""
+        """Provide service `name` as an effect of this context's fiber (see docs/concepts.md)."""
         realm = self._realm(name)
         existing = realm.entries.get(name)
         if existing is not None:

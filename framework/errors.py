@@ -10,8 +10,17 @@ Location = tuple[str | int, ...]
 Problem = tuple[str, Location]
 
 
-class FrameworkError(Exception):
+class DshError(Exception):
+    """Root of the project's errors: `code` is stable (programs branch on it or on the type),
+    the message is for people."""
+
+    code: str = "DSH_ERROR"
+
+
+class FrameworkError(DshError):
     """Base class of every error raised by the framework."""
+
+    code: str = "FRAMEWORK_ERROR"
 
 
 class ServiceError(FrameworkError):
@@ -33,9 +42,13 @@ class ConfigError(PluginError):
 class ManifestError(FrameworkError):
     """A manifest or overlay file is malformed or names something that cannot be resolved."""
 
+    code = "MANIFEST_INVALID"
+
 
 class BootError(FrameworkError):
     """Booting a manifest left rows failed or still waiting for services."""
+
+    code = "BOOT_FAILED"
 
     def __init__(self, message: str, hints: tuple[str, ...] = ()) -> None:
         super().__init__(message)

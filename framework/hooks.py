@@ -68,7 +68,7 @@ def report_undeclared(names: Iterable[str]) -> None:
 class ListenerResultError(FrameworkError, TypeError):
     """A listener returned something its event's declaration does not allow."""
 
-    code: ClassVar[str] = "INVALID_LISTENER_RESULT"
+    code = "INVALID_LISTENER_RESULT"
 
 
 class Event:

@@ -1,4 +1,4 @@
-"""Abort signals (spec 03 §1): AbortController/AbortSignal, deadlines and abort scopes.
+"""Abort signals (docs/concepts.md): AbortController/AbortSignal, deadlines and abort scopes.
 
 Design of deadlines. `deadline(parent, ms, code)` is a plain `with` block, so it cannot open a
 task group of its own. Its signal therefore carries the deadline as data (on anyio's clock) and

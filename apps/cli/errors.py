@@ -13,7 +13,7 @@ from plugins.session_persistence import (
     SessionPersistenceError,
 )
 
-#: Exit codes (spec 05 §2).
+#: Exit codes (docs/cli.md).
 OK = 0
 FAILED = 1
 USAGE = 2

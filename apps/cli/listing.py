@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from plugins.session_persistence import SessionPersistenceError, SessionPersistenceService
+from plugins.session_persistence import Owner, SessionPersistenceError, SessionPersistenceService
 from plugins.tool_approval import pending_questions
 
 from .summary import last_turn_reason, turn_count
@@ -16,7 +16,8 @@ from .summary import last_turn_reason, turn_count
 @dataclass(frozen=True)
 class SessionRow:
     """A stored session at a glance; `size` in bytes where the backend keeps one file per
-    session; `problem` when the log cannot be read."""
+    session; `problem` when the log cannot be read; `running` when another process is running
+    it now (its counts are what that process made durable so far)."""
 
     id: str
     created_at: int
@@ -26,6 +27,7 @@ class SessionRow:
     events: int = 0
     size: int | None = None
     problem: str | None = None
+    running: Owner | None = None
     #: Approval questions the session waits on (answered with `dsh approve` / `dsh deny`).
     waiting: int = 0
 
@@ -43,7 +45,15 @@ class SessionRow:
         }
         if self.problem is not None:
             line["problem"] = self.problem
+        if self.running is not None:
+            line["running"] = {"pid": self.running.pid, "host": self.running.host}
         return line
+
+
+def running_text(owner: Owner) -> str:
+    """E.g. `running (pid 4242 on host box)`."""
+    pid = "unknown" if owner.pid is None else str(owner.pid)
+    return f"running (pid {pid} on host {owner.host or 'unknown'})"
 
 
 def _size(persistence: SessionPersistenceService, header: dict[str, Any]) -> int | None:
@@ -75,18 +85,24 @@ async def session_rows(
                 advance()
             continue
         try:
-            log = await persistence.inspect(header["id"])
+            owner = await persistence.owner(header["id"])
+            events = (
+                await persistence.read_from(header["id"], 0)
+                if owner is not None
+                else (await persistence.inspect(header["id"])).events
+            )
         except SessionPersistenceError as error:
             rows.append(SessionRow(**base, problem=str(error)))
         else:
             rows.append(
                 SessionRow(
                     **base,
-                    turns=turn_count(log.events),
-                    last_reason=last_turn_reason(log.events),
-                    events=len(log.events),
+                    turns=turn_count(events),
+                    last_reason=None if owner is not None else last_turn_reason(events),
+                    events=len(events),
                     size=_size(persistence, header),
-                    waiting=len(pending_questions(log.events)),
+                    running=owner,
+                    waiting=len(pending_questions(events)),
                 )
             )
         if advance is not None:

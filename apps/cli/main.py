@@ -1,4 +1,4 @@
-"""The `dsh` command: run, resume, list, show and check durable agent sessions (spec 05)."""
+"""The `dsh` command: run, resume, list, show and check durable agent sessions (docs/cli.md)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from rich.table import Table
 
 from framework.loader import boot
 from plugins.session.jsonutil import dumps
+from plugins.session_persistence import SessionLog
 from plugins.tool_approval import Answer
 
 from . import approving, checking, listing, plugin_list, runner
@@ -22,7 +23,7 @@ from .console import Consoles, consoles, setup_logging, silence_stdout
 from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError, report
 from .paths import default_manifest
 from .summary import reason_text
-from .timeline import Timeline, stamp
+from .timeline import Timeline, stamp, storage_notes
 from .views import HumanView, JsonView, RunView
 
 #: `dsh sessions` shows a progress bar (on a terminal) from this many sessions on.
@@ -258,7 +259,8 @@ def _session_table(shown: Consoles, rows: list[listing.SessionRow]) -> None:
             column, justify="right" if column in ("turns", "events", "size") else "left"
         )
     for row in rows:
-        last = row.problem or reason_text(row.last_reason)
+        running = None if row.running is None else listing.running_text(row.running)
+        last = row.problem or running or reason_text(row.last_reason)
         if row.waiting:
             last += f" — waiting for approval ({row.waiting})"
         style = "red" if row.problem else "yellow" if row.waiting else None
@@ -301,7 +303,11 @@ def show(
             stored = await runner.stored_events(ctx, session_id)
             if stored is None:
                 raise runner.not_found(session_id)
+            owner = await persistence.owner(session_id)
             log = await persistence.inspect(session_id)
+            if owner is not None:  # its open turn is live, not interrupted: nothing to repair
+                log = SessionLog(log.header, stored, log.torn_bytes, log.set_aside)
+            location = persistence.locate(log.header)
         if json:
             for event in log.events:
                 print(dumps(event))
@@ -309,7 +315,8 @@ def show(
         policy = checking.checkpoint_policy(config or default_manifest(), patch or [])
         timeline = Timeline(log.events, len(stored), policy)
         out = consoles().out
-        for line in (*timeline.header(log.header), *timeline.lines()):
+        notes = storage_notes(log, owner, None if location is None else location.path)
+        for line in (*timeline.header(log.header), *notes, *timeline.lines()):
             out.print(line)
         return OK
 

@@ -18,7 +18,7 @@ from anyio.abc import TaskStatus
 from framework import Context, ManifestError
 from framework.loader import boot
 from plugins.agent import USER
-from plugins.session_persistence import SessionPersistenceError
+from plugins.session_persistence import SessionNotFoundError, SetAside
 
 from . import approving, checking
 from .checking import problem_line
@@ -106,10 +106,6 @@ def persistence_of(ctx: Context) -> SessionPersistenceService:
     return service  # type: ignore[no-any-return]
 
 
-def _is_not_found(error: SessionPersistenceError, session_id: str) -> bool:
-    return str(error) == f'session "{session_id}" not found'
-
-
 async def stored_events(ctx: Context, session_id: str) -> list[dict[str, Any]] | None:
     """The stored events of `session_id` (None when nothing is stored or nothing persists)."""
     service = ctx.get("sessionPersistence")
@@ -117,10 +113,8 @@ async def stored_events(ctx: Context, session_id: str) -> list[dict[str, Any]] |
         return None
     try:
         events: list[dict[str, Any]] = await service.read_from(session_id, 0)
-    except SessionPersistenceError as error:
-        if _is_not_found(error, session_id):
-            return None
-        raise
+    except SessionNotFoundError:
+        return None
     return events
 
 
@@ -212,6 +206,9 @@ async def run(options: RunOptions, view: RunView) -> int:
         failure: BaseException | None = None
         try:
             view.started(agent.id, resumed=resumed, repairs=repairs)
+            if resumed:
+                for kept in persistence_of(ctx).set_aside(agent.id):
+                    view.notice(set_aside_text(kept))
             message = approving.prepare(ctx, agent, view, options.prompt, options.answer, flags)
             async with anyio.create_task_group() as group:
                 await group.start(_cancel_on_sigint, agent, turn)
@@ -244,10 +241,12 @@ class Recovery:
     added: Repairs
     earlier: Repairs
     events: Sequence[Mapping[str, Any]]
+    set_aside: Sequence[SetAside] = ()
 
     def lines(self) -> list[str]:
         """E.g. `recovered: 1 tool call with unknown outcome, ...` and the session's state."""
         lines = [f"recovered: {self.added.describe()}" if self.added else "nothing to recover"]
+        lines += [set_aside_text(kept) for kept in self.set_aside]
         if self.earlier:
             lines.append(f"earlier repairs: {self.earlier.describe()}")
         turns = turn_count(self.events)
@@ -260,8 +259,8 @@ class Recovery:
         return lines
 
     def to_json(self) -> dict[str, Any]:
-        """The `--json` object."""
-        return {
+        """The `--json` object (`setAside` only when a repair set bytes aside)."""
+        line: dict[str, Any] = {
             "type": "recovered",
             "sessionId": self.session_id,
             "recovered": self.added.to_json(),
@@ -270,6 +269,9 @@ class Recovery:
             "lastReason": last_turn_reason(self.events),
             "events": len(self.events),
         }
+        if self.set_aside:
+            line["setAside"] = [{"path": k.path, "bytes": k.size} for k in self.set_aside]
+        return line
 
 
 async def recover(options: RunOptions) -> Recovery:
@@ -282,6 +284,12 @@ async def recover(options: RunOptions) -> Recovery:
         if stored is None:
             raise not_found(session_id)
         log = await persistence.load(session_id)
+        kept = persistence.set_aside(session_id)
     return Recovery(
-        session_id, repairs_in(log.events[len(stored) :]), repairs_in(stored), log.events
+        session_id, repairs_in(log.events[len(stored) :]), repairs_in(stored), log.events, kept
     )
+
+
+def set_aside_text(kept: SetAside) -> str:
+    """E.g. `set aside: 312 bytes cut from the log's torn tail, kept in /…/session.jsonl.torn-…`."""
+    return f"set aside: {kept.size} bytes cut from the log's torn tail, kept in {kept.path}"

@@ -17,6 +17,7 @@ from typing import Any
 from rich.text import Text
 
 from plugins.session.jsonutil import dumps
+from plugins.session_persistence import Owner, SessionLog
 
 from .summary import (
     NOT_STARTED,
@@ -57,6 +58,27 @@ def clock(ms: int) -> str:
 def stamp(ms: int) -> str:
     """Local `YYYY-MM-DD HH:MM:SS` of an epoch-ms time."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+
+
+def storage_notes(log: SessionLog, owner: Owner | None, path: str | None) -> Iterator[Text]:
+    """What `show` says beside the events: another process running the session, bytes repairs
+    set aside beside the log, and a torn tail the next repair will set aside."""
+    if owner is not None:
+        pid = "unknown" if owner.pid is None else str(owner.pid)
+        yield Text(
+            f"● running in pid {pid} on host {owner.host or 'unknown'}: below is what it has "
+            "made durable so far",
+            style="bold green",
+        )
+    for kept in log.set_aside:
+        yield Text(f"set aside by a repair: {kept.size} bytes in {kept.path}", style="yellow")
+    if log.torn_bytes:
+        where = f" in {path}.torn-<ms>" if path else ""
+        yield Text(
+            f"⚠ the log ends in a torn tail of {log.torn_bytes} bytes: the next repair "
+            f"(dsh resume {log.header['id']}) cuts it and keeps it beside the log{where}",
+            style="bold yellow",
+        )
 
 
 def _indented(prefix: str, text: str, indent: str, style: str = "") -> Text:

@@ -1,4 +1,4 @@
-"""dsh-agent: the `agents` service and the agent loop (spec 03 §7).
+"""dsh-agent: the `agents` service and the agent loop (docs/agent-loop.md).
 
 An agent drives one live session: its inbox (`followup`, `steer`, `inject`), a driver that runs
 turns in the service's task group, steps that stream the model's response into the log and run

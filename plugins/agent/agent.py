@@ -1,4 +1,4 @@
-"""`Agent`: one session's inbox, driver and scoped context (spec 03 §7.1-§7.3)."""
+"""`Agent`: one session's inbox, driver and scoped context (docs/agent-loop.md)."""
 
 from __future__ import annotations
 

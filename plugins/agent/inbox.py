@@ -1,7 +1,7 @@
 """The agent inbox: `next-turn` and `next-step` queues, event-sourced as `agent/inbox/spliced`.
 
 Every mutation appends its splice to the session **before** it changes the lists, so the log
-alone rebuilds the inbox (spec 03 §7.2). No-op mutations append nothing.
+alone rebuilds the inbox (docs/agent-loop.md). No-op mutations append nothing.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-agent model options and the plugin's configuration (spec 03 §7.1)."""
+"""Per-agent model options and the plugin's configuration (docs/agent-loop.md)."""
 
 from __future__ import annotations
 

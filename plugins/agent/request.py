@@ -1,4 +1,4 @@
-"""Request building: call config, `request/header` and `request/context` events (spec 03 §7.5).
+"""Request building: call config, `request/header` and `request/context` events.
 
 The first request an agent object makes seeds its call config from `AgentOptions` (plus a
 persisted `reasoningEffort` of the same route); later requests start from the last header minus

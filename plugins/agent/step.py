@@ -1,4 +1,4 @@
-"""One step: stream the model's response into the log, then run its tool calls (spec 03 §7.5)."""
+"""One step: stream the model's response into the log, then run its tool calls."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The tool calls of one response (spec 03 §7.6).
+"""The tool calls of one response (docs/agent-loop.md).
 
 Calls run in groups taken in model order: an `exclusive` call alone, a run of `parallel` calls in
 a rolling pool of at most `max_parallel_tool_calls`. Each call starts with its `tool/call` event

@@ -1,4 +1,4 @@
-"""One turn: claimed prompt → steps until the model stops → `turn/end` (spec 03 §7.4)."""
+"""One turn: claimed prompt → steps until the model stops → `turn/end` (docs/agent-loop.md)."""
 
 from __future__ import annotations
 

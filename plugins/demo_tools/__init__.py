@@ -1,4 +1,4 @@
-"""Demo tools (`dsh-demo-tools`, spec 03 §8): `read_file`, `list_files`, `write_file` confined to
+"""Demo tools (`dsh-demo-tools`): `read_file`, `list_files`, `write_file` confined to
 a workspace folder, `append_ledger` / `find_ledger_entry` over an idempotent JSONL ledger, and
 the slow `sleep_then_write`.
 

@@ -1,4 +1,4 @@
-"""The demo tools: workspace file access and the idempotent ledger (spec 03 §8)."""
+"""The demo tools: workspace file access and the idempotent ledger (docs/security.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The `llm` service plugin (`dsh-llm`): adapter routes, the lazy `llm/stream` waterfall, stream
-chunk types, block assembly and the per-route retry policy (spec 03 §2).
+chunk types, block assembly and the per-route retry policy (docs/models.md).
 
 Plugin name: `llm` (entry point `dsh-llm`). Other packages import the public types from here.
 """

@@ -1,4 +1,4 @@
-"""The adapter Protocol a provider implementation satisfies (spec 03 §2.2).
+"""The adapter Protocol a provider implementation satisfies (docs/models.md).
 
 Only `stream` is required. An adapter may also define (looked up with `getattr`):
 

@@ -1,4 +1,4 @@
-"""Block assembly: stream chunks → the assistant message content (spec 03 §2.4).
+"""Block assembly: stream chunks → the assistant message content (docs/models.md).
 
 Rules: blocks appear in first-seen index order; deltas append; the first `block-end` of an index
 wins and later deltas or ends for it are ignored; blocks still open assemble from their deltas

@@ -1,4 +1,4 @@
-"""Constructors of stream chunks and finish reasons in persisted key order (spec 03 §2.1)."""
+"""Constructors of stream chunks and finish reasons in persisted key order (docs/models.md)."""
 
 from __future__ import annotations
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from framework.errors import DshError
 from plugins.llm.types import LlmFailure
 
 
-class HarnessError(Exception):
+class HarnessError(DshError):
     """An error with a stable machine-readable `code` and a display `name` (the class name)."""
 
     def __init__(self, message: str, code: str, *, name: str | None = None) -> None:

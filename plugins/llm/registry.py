@@ -1,4 +1,4 @@
-"""Provider routes: adapter registrations, their validation and handles (spec 03 §2.2)."""
+"""Provider routes: adapter registrations, their validation and handles (docs/models.md)."""
 
 from __future__ import annotations
 

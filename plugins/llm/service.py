@@ -159,7 +159,7 @@ class PreparedCall:
 
 
 def failure_chunk(error: Exception, signal: AbortSignal | None) -> StreamChunk:
-    """The terminal finish chunk for an adapter-side exception (spec 03 §2.3)."""
+    """The terminal finish chunk for an adapter-side exception (docs/models.md)."""
     failure: LlmFailure
     if isinstance(error, LlmError):
         failure = LlmFailure(**error.failure)  # a copy: chunks are persisted verbatim

@@ -1,4 +1,4 @@
-"""Request options, model metadata and the JSON shapes of usage and failures (spec 03 §2.1)."""
+"""Request options, model metadata and the JSON shapes of usage and failures (docs/models.md)."""
 
 from __future__ import annotations
 

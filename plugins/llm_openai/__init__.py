@@ -1,4 +1,4 @@
-"""The OpenAI-compatible adapter plugin (`dsh-llm-openai`, spec 03 §4).
+"""The OpenAI-compatible adapter plugin (`dsh-llm-openai`, docs/models.md).
 
 Plugin name: `llm-openai`. Config: `provider` (`"openai"`, str or list), `base_url`
 (`https://api.openai.com/v1`), `api_key_env` (`OPENAI_API_KEY`; null → no `Authorization`),

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible chat-completions adapter (spec 03 §4).
+"""The OpenAI-compatible chat-completions adapter (docs/models.md).
 
 One `httpx.AsyncClient`, no internal retries. The API key is read from the environment for each
 request, validated, and only ever placed in the `Authorization` header: it is not stored, logged,

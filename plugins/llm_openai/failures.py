@@ -1,4 +1,4 @@
-"""HTTP error responses → `LlmError` codes, and retry-after parsing (spec 03 §4)."""
+"""HTTP error responses → `LlmError` codes, and retry-after parsing (docs/models.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The scripted replay adapter plugin (`dsh-llm-replay`, spec 03 §3): no network, no key.
+"""The scripted replay adapter plugin (`dsh-llm-replay`, docs/models.md): no network, no key.
 
 Plugin name: `llm-replay`. Config: `provider` (str or list, default `"replay"`), `model`
 (`"replay"`; informational, any model is served), `responses` (a list of items) or `file` (a

@@ -1,4 +1,4 @@
-"""The replay adapter: serves scripted responses in order, one cursor per session (spec 03 §3)."""
+"""The replay adapter: serves scripted responses in order, one cursor per session."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The chunk sequence of one scripted response (pure; spec 03 §3).
+"""The chunk sequence of one scripted response (pure; docs/models.md).
 
 Order: reasoning block → text block (none for empty text) → one block per tool call → usage →
 finish. Deltas are consecutive `chunk_size` slices; a tool call with empty arguments gets one `""`

@@ -1,6 +1,6 @@
 """The session event model: known types, envelopes in on-disk key order, and validation.
 
-An event is a plain `dict` whose key order is the on-disk order (spec 02 §1):
+An event is a plain `dict` whose key order is the on-disk order (docs/event-log.md):
 
 - live append: `type, seq, time, data, ignorable?, sourceEventSeqs?, surfaceOp?`
 - repair closer: `type, seq, time, data, surfaceOp, sourceEventSeqs?`
@@ -120,7 +120,7 @@ _REQUEST_HEADER_REASONS = ("initial", "resume", "change")
 
 
 class EventFormatError(ValueError):
-    """Raised when an event, a header or a log breaks the on-disk format (spec 02 §1)."""
+    """Raised when an event, a header or a log breaks the on-disk format (docs/event-log.md)."""
 
 
 class UnknownEventTypeError(EventFormatError):

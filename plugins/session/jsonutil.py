@@ -1,6 +1,6 @@
 """JSON the way the original harness writes it: JavaScript `JSON.stringify` bytes, lossless values.
 
-`dumps` is byte-identical to `JSON.stringify` for lossless values (spec 02 §1): no spaces, UTF-8
+`dumps` is byte-identical to `JSON.stringify` for lossless values: no spaces, UTF-8
 literal text, only `\\" \\\\ \\b \\f \\n \\r \\t` short escapes, lowercase `\\uXXXX` for other
 control characters and lone surrogates, numbers in ECMAScript Number-to-string form. The common
 case runs entirely in the C encoder: Python already agrees with JavaScript except for floats whose

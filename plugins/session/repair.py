@@ -1,4 +1,4 @@
-"""Crash repair: the closers that balance a log whose last turn never ended (spec 02 §3), and
+"""Crash repair: the closers that balance a log whose last turn never ended, and
 the approval closer (docs/approval.md): open questions are cancelled first."""
 
 from __future__ import annotations

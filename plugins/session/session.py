@@ -1,4 +1,4 @@
-"""`Session`: an append-only event log with its model-visible surface (spec 02 §2)."""
+"""`Session`: an append-only event log with its model-visible surface (docs/event-log.md)."""
 
 from __future__ import annotations
 

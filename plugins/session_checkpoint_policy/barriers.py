@@ -1,4 +1,4 @@
-"""The three semantic durability barriers (spec 04 §2), shared by the base and strict policies."""
+"""The three semantic durability barriers, shared by the base and strict policies."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `checkpoint/flushed` bus event and the policy's DEBUG line (spec 04 §6.2)."""
+"""The `checkpoint/flushed` bus event and the policy's DEBUG line (docs/checkpoint-policy.md)."""
 
 from __future__ import annotations
 

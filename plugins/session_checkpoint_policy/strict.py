@@ -1,6 +1,6 @@
 """session-checkpoint-policy-strict: the base barriers plus bounded-interval stream checkpoints.
 
-A drop-in replacement for the base policy (spec 04 §6.1): while a response streams, a chunk
+A drop-in replacement for the base policy: while a response streams, a chunk
 appended at least `stream_checkpoint_ms` before the next chunk is requested is made durable before
 that next chunk is delivered. Off by default; `config/overlays/strict-checkpoints.yml` mounts it.
 """

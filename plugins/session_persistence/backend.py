@@ -1,8 +1,10 @@
 """The hook interface a storage engine implements to sit behind the persistence seam.
 
-The write coordinator (`coordinator.py`) owns ordering, batching, adoption and repair decisions;
-a backend only stores and reads. Every method may be called concurrently for *different* ids; the
-coordinator never overlaps two calls for the same id.
+The write coordinator (`coordinator.py`) owns ordering, batching, adoption and repair decisions,
+and the seam's rule modules (`records`, `header`, `liveness`, `formats`, `home`) decide what
+stored data means; a backend only moves bytes or rows, runs transactions and locks. Every
+method may be called concurrently for *different* ids; the coordinator never overlaps two calls
+for the same id.
 """
 
 from __future__ import annotations
@@ -24,6 +26,22 @@ class Location:
 
 
 @dataclass(frozen=True, slots=True)
+class SetAside:
+    """Bytes a repair cut from a log and kept beside it: `size` bytes in the file at `path`."""
+
+    path: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The live writer holding a session: its process id and host (None when unrecorded)."""
+
+    pid: int | None
+    host: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class StoredLog:
     """A stored session as read from storage.
 
@@ -31,13 +49,16 @@ class StoredLog:
     `delegationDepth` defaulted to 0). `events` are the committed, decoded events (packed rows
     expanded), including any best-effort `recovered` events of a torn tail. `torn_marker` is
     opaque to the coordinator: non-None means the tail is torn and `commit_repair` must be called
-    with it before the log is writable.
+    with it before the log is writable; `torn_bytes` is how many bytes that repair will cut (and
+    keep beside the log). `set_aside` lists what earlier repairs kept.
     """
 
     meta: JsonObject
     events: list[JsonObject]
     revision: str
     torn_marker: object | None = None
+    torn_bytes: int = 0
+    set_aside: tuple[SetAside, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +71,7 @@ class Snapshot:
 
 @runtime_checkable
 class PersistenceBackend(Protocol):
-    """Storage hooks behind `sessionPersistence` (spec 02 §4)."""
+    """Storage hooks behind `sessionPersistence` (docs/persistence.md)."""
 
     #: `session-persistence-jsonl` | `session-persistence-sqlite` | `session-persistence-postgres`
     name: str
@@ -74,13 +95,14 @@ class PersistenceBackend(Protocol):
     ) -> None:
         """Make `events` durable as one unit. When not materialized, create the log with the
         header and this first batch atomically. Honour the writer lock and the stale-writer check
-        (spec 02 §6) for `meta["id"]`."""
+        (docs/backends.md) for `meta["id"]`."""
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
-    ) -> None:
-        """Drop the torn tail described by `marker` (if any), re-append what it recovered, then
-        append `closers`; durable on return."""
+    ) -> SetAside | None:
+        """Drop the torn tail described by `marker` (if any), keeping its bytes beside the log,
+        re-append what it recovered, then append `closers`; durable on return. Returns where the
+        cut bytes were kept (None when nothing was cut)."""
 
     async def list(self) -> list[JsonObject]:
         """Headers of every materialized session."""
@@ -94,6 +116,10 @@ class PersistenceBackend(Protocol):
 
     async def release_writer(self, session_id: str) -> None:
         """Release a lock taken by `acquire_writer` (no-op when not held)."""
+
+    async def owner(self, session_id: str) -> Owner | None:
+        """The live writer holding `session_id`'s lock in another process or instance, or None
+        when the lock is free (or held by this instance); reads only, takes nothing."""
 
     async def store_identity(self) -> str:
         """The store's random id, created once with the store and kept in it (stable across

@@ -1,4 +1,4 @@
-"""Configuration shared by every persistence backend plugin (spec 02 §4)."""
+"""Configuration shared by every persistence backend plugin (docs/persistence.md)."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ _NOFOLLOW: Final = os.O_NOFOLLOW | os.O_CLOEXEC
 class ReplacedFileError(SessionPersistenceError):
     """Raised before a write when a held file's path no longer names it (moved, copied back)."""
 
-    code: Final = "STORAGE_FILE_REPLACED"
+    code = "STORAGE_FILE_REPLACED"
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -57,7 +57,7 @@ class UnsafeStorageError(SessionPersistenceError):
     """Raised when a stored path is a symbolic link, of the wrong kind, owned by another user, or
     writable by group or others."""
 
-    code: Final = "UNSAFE_STORAGE"
+    code = "UNSAFE_STORAGE"
 
     def __init__(self, path: str, problem: str, fix: str) -> None:
         self.path = path

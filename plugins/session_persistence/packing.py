@@ -1,7 +1,7 @@
 """Packed chunk rows: the storage record codec shared by the JSONL and SQLite backends.
 
 A run of three or more consecutive streaming `assistant/chunk` deltas of one block is stored as
-one record (spec 02 §5)::
+one record (docs/event-log.md)::
 
     {"type":"text-chunks"|"reasoning-chunks","seq0":s,"time0":t,
      "data":{"turn","step","index","dt":[...],"texts":[...]}}

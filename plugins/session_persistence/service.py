@@ -23,10 +23,11 @@ from framework import Context, Service
 from plugins.session import SessionStore
 from plugins.session.hooks import CREATED, DISPOSED, EVENT, FLUSH
 
-from .backend import JsonObject, Location, PersistenceBackend, Snapshot
+from .backend import JsonObject, Location, Owner, PersistenceBackend, SetAside, Snapshot
 from .config import Config
-from .coordinator import Coordinator, SessionLog, SessionPreparation
+from .coordinator import Coordinator
 from .session_api import SessionFactory
+from .state import SessionLog, SessionPreparation
 from .timers import Clock, SystemClock
 
 
@@ -63,7 +64,7 @@ class _TaskHost:
 
 
 class SessionPersistenceService(Service):
-    """`ctx.sessionPersistence`: durable session logs behind one backend (spec 02 §4)."""
+    """`ctx.sessionPersistence`: durable session logs behind one backend (docs/persistence.md)."""
 
     provide: ClassVar[str] = "sessionPersistence"
 
@@ -129,6 +130,16 @@ class SessionPersistenceService(Service):
         """Headers with opaque revisions."""
         return await self._coordinator.snapshots()
 
+    def set_aside(self, session_id: str) -> tuple[SetAside, ...]:
+        """What repairs made through this service cut from `session_id`'s log and kept beside
+        it (`path`, `size` in bytes), oldest first."""
+        return self._coordinator.set_aside(session_id)
+
+    async def owner(self, session_id: str) -> Owner | None:
+        """The live writer running `session_id` in another process (pid and host), or None
+        when no other writer holds it; reads only."""
+        return await self._coordinator.owner(session_id)
+
     async def identity(self) -> str:
         """The store's random id, persisted once in the store (see `PersistenceBackend`)."""
         return await self.backend.store_identity()
@@ -164,15 +175,15 @@ async def mount_persistence(
     service = SessionPersistenceService(ctx, backend, config, clock=clock)
     await service.start()
     try:
-        coordinator = service._coordinator
-        ctx.on(CREATED, coordinator.on_created)
-        ctx.on(EVENT, coordinator.on_event)
-        ctx.on(FLUSH, coordinator.on_flush)
-        ctx.on(DISPOSED, coordinator.on_disposed)
+        live = service._coordinator.live
+        ctx.on(CREATED, live.on_created)
+        ctx.on(EVENT, live.on_event)
+        ctx.on(FLUSH, live.on_flush)
+        ctx.on(DISPOSED, live.on_disposed)
         sessions = ctx.get(SessionStore)
         if sessions is not None:
             for session in sessions.list():
-                coordinator.on_created(session)
+                live.on_created(session)
         ctx.provide(SessionPersistenceService.provide, service)
     except BaseException:
         with anyio.CancelScope(shield=True):

@@ -1,9 +1,10 @@
 """The write controller of one live session: batching window, drains and group commit.
 
-Spec 02 §4.3. Events arrive from the synchronous `session/event` listener (`enqueue`, O(1)); a
-timer armed by the first buffered event starts one background write when the window closes; a
-`flush` drains everything buffered, and flushes arriving during a drain join it instead of writing
-on their own, so k concurrent flushes cost one `append_batch` (one fsync / transaction).
+See docs/persistence.md. Events arrive from the synchronous `session/event` listener
+(`enqueue`, O(1)); a timer armed by the first buffered event starts one background write when the
+window closes; a `flush` drains everything buffered, and flushes arriving during a drain join it
+instead of writing on their own, so k concurrent flushes cost one `append_batch` (one fsync /
+transaction).
 """
 
 from __future__ import annotations

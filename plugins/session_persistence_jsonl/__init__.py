@@ -1,4 +1,4 @@
-"""`dsh-session-persistence-jsonl`: session logs as JSONL files, raw or zstd (spec 02 §5, §6).
+"""`dsh-session-persistence-jsonl`: session logs as JSONL files, raw or zstd (docs/persistence.md).
 
 Provides `sessionPersistence` backed by `JsonlBackend`: one append-only log per session under
 `<root>/<project>/<segment(id)>/session.jsonl[.zstd]`, a cross-process writer lock per session,
@@ -7,7 +7,6 @@ and packed chunk rows.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 from typing import Literal
 
@@ -16,6 +15,7 @@ from pydantic import Field, field_validator
 from framework import Context
 from plugins.session_persistence import Config as PersistenceConfig
 from plugins.session_persistence import mount_persistence
+from plugins.session_persistence.home import absolute_path
 
 from .backend import Compression, JsonlBackend
 from .fileops import FileOps
@@ -57,10 +57,7 @@ class Config(PersistenceConfig):
     def _absolute_root(cls, root: str | None) -> str | None:
         if root is None:
             return None
-        expanded = os.path.expanduser(root)
-        if not os.path.isabs(expanded):
-            raise ValueError(f"root must be an absolute path (or start with ~), got {root!r}")
-        return expanded
+        return absolute_path(root, "root")
 
     def backend(self) -> JsonlBackend:
         """A backend for this configuration."""

@@ -1,4 +1,4 @@
-"""The JSONL storage engine: one append-only log file per session (spec 02 §5, §6).
+"""The JSONL storage engine: one append-only log file per session (docs/persistence.md).
 
 All file I/O is synchronous and runs off the loop, on the backend's I/O thread (or a worker
 thread while that one is busy: `offload.IoThread`); the coordinator never overlaps two calls for
@@ -17,20 +17,32 @@ import builtins
 import errno
 import os
 import secrets
+import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, TypeVar
 
-from plugins.session.events import HEADER_KEYS
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import fsguard
-from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
+from plugins.session_persistence.backend import (
+    JsonObject,
+    Location,
+    Owner,
+    SetAside,
+    Snapshot,
+    StoredLog,
+)
+from plugins.session_persistence.base import BackendBase
 from plugins.session_persistence.errors import (
+    SessionExistsError,
+    SessionNotFoundError,
     SessionPersistenceError,
     StaleWriterError,
 )
+from plugins.session_persistence.header import meta_of, stored_header
 from plugins.session_persistence.offload import IoThread
 from plugins.session_persistence.packing import encode_records
 
@@ -49,12 +61,11 @@ from .layout import (
     segment,
     unescape,
 )
-from .lock import WriterLock
+from .lock import WriterLock, lock_holder
 from .reader import (
     LogScan,
     TornMarker,
     header_complete,
-    header_meta,
     read_header,
     scan_raw,
     scan_zstd,
@@ -80,13 +91,11 @@ class _Owner:
 
 def header_line(meta: JsonObject) -> bytes:
     """Line 1 of a log: `{"type":"session","version":0,...}` in the fixed key order."""
-    header: JsonObject = {"type": "session", "version": 0}
-    for key in HEADER_KEYS[1:]:  # after "version"
-        if key in meta:
-            header[key] = meta[key]
-        elif key == "delegationDepth":
-            header[key] = 0
-    return (dumps(header) + "\n").encode()
+    return (dumps(stored_header(meta)) + "\n").encode()
+
+
+#: What a repair cut from `<log>` is kept in: `<log>.torn-<epoch ms>`.
+TORN_SUFFIX: Final = ".torn-"
 
 
 def _revision(st: os.stat_result) -> str:
@@ -103,7 +112,7 @@ def _same(a: os.stat_result, b: os.stat_result) -> bool:
     )
 
 
-class JsonlBackend:
+class JsonlBackend(BackendBase):
     """JSONL logs under `root`: `<root>/<project>/<segment(id)>/session.jsonl[.zstd]`.
 
     `compression` is `"zstd"` (one checksummed frame per durable batch) or `"none"`;
@@ -163,16 +172,12 @@ class JsonlBackend:
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
-    ) -> None:
-        """Cut a torn tail back to `marker`, then append its recovered events and `closers`."""
+    ) -> SetAside | None:
+        """Keep a torn tail's bytes in `<log>.torn-<ms>`, cut the log back to `marker`, then
+        append its recovered events and `closers`."""
         if marker is not None and not isinstance(marker, TornMarker):
             raise TypeError(f"not a JSONL torn-tail marker: {marker!r}")
-        await self._run(self._commit_repair, meta, marker, list(closers))
-
-    async def list(self) -> builtins.list[JsonObject]:
-        """Headers (meta form) of every materialized session, by `(createdAt, id)`."""
-        snapshots: builtins.list[Snapshot] = await self._run(self._list_snapshots)
-        return [snapshot.header for snapshot in snapshots]
+        return await self._run(self._commit_repair, meta, marker, list(closers))
 
     async def list_snapshots(self) -> builtins.list[Snapshot]:
         """Headers with revisions, by `(createdAt, id)`."""
@@ -182,6 +187,12 @@ class JsonlBackend:
         """Bind `session_id` to this instance; lock it now if its directory exists, else when
         its log is created (before the link)."""
         await self._run(self._acquire_writer, session_id)
+
+    async def owner(self, session_id: str) -> Owner | None:
+        """The process holding `session_id`'s `session.lock`, unless it is this instance."""
+        if session_id in self._owners:
+            return None
+        return await self._run(self._owner, session_id)
 
     async def release_writer(self, session_id: str) -> None:
         """Unbind `session_id` and free its lock (no-op when not held)."""
@@ -303,7 +314,7 @@ class JsonlBackend:
         path = self._lookup(session_id)
         read = None if path is None else self._read_stable(path)
         if read is None:
-            raise SessionPersistenceError(f'session "{session_id}" not found')
+            raise SessionNotFoundError(session_id)
         return read[0]
 
     def _load_stored(self, session_id: str) -> StoredLog | None:
@@ -313,14 +324,24 @@ class JsonlBackend:
             return None
         data, st = read
         scan = self._scan(data)
-        meta = header_meta(scan.header)
+        meta = meta_of(scan.header)
         if scan.header["version"] == 0:
             if meta["id"] != session_id:
                 raise requested_id_mismatch(path, session_id, meta["id"])
             self._check_location(path, scan.header)
         self._sizes[session_id] = len(data)
         self._files[session_id] = (st.st_dev, st.st_ino)
-        return StoredLog(meta, scan.events, _revision(st), scan.marker)
+        marker = scan.marker
+        torn_bytes = 0 if marker is None else len(data) - marker.truncate_to
+        return StoredLog(
+            meta, scan.events, _revision(st), marker, torn_bytes, _set_aside_beside(path)
+        )
+
+    def _owner(self, session_id: str) -> Owner | None:
+        path = self._lookup(session_id)
+        if path is None:
+            return None
+        return lock_holder(os.path.join(os.path.dirname(path), LOCK_NAME))
 
     def _read_stored_revision(self, session_id: str) -> str | None:
         path = self._lookup(session_id)
@@ -385,7 +406,7 @@ class JsonlBackend:
         if session_id in seen:
             raise duplicate_id(session_id)
         seen[session_id] = path
-        return Snapshot(header_meta(header), _revision(st))
+        return Snapshot(meta_of(header), _revision(st))
 
     # ---- writes --------------------------------------------------------------------------
 
@@ -441,24 +462,24 @@ class JsonlBackend:
 
     def _commit_repair(
         self, meta: JsonObject, marker: TornMarker | None, closers: builtins.list[JsonObject]
-    ) -> None:
+    ) -> SetAside | None:
         if marker is None and not closers:
-            return
+            return None
         session_id = meta["id"]
         path = self._path(meta)
         payload = self._encode([*marker.recovered, *closers] if marker else closers)
         transient = self._lock_for_write(session_id, path)
         try:
-            self._append(session_id, path, payload, marker)
+            return self._append(session_id, path, payload, marker)
         finally:
             if transient is not None:
                 transient.release()
 
     def _append(
         self, session_id: str, path: str, payload: bytes, marker: TornMarker | None
-    ) -> None:
-        """Under the writer lock: check the size, cut a torn tail, append, fsync; roll back on
-        failure."""
+    ) -> SetAside | None:
+        """Under the writer lock: check the size, set a torn tail aside and cut it, append,
+        fsync; roll back on failure. Where the cut bytes were kept (None when nothing was cut)."""
         io = self._io
         owner = self._owners.get(session_id)
         fd = owner.fd if owner is not None else -1
@@ -488,7 +509,9 @@ class JsonlBackend:
             expected = marker.seen_size if marker is not None else self._sizes.get(session_id)
             if size != expected:
                 raise StaleWriterError(session_id)
+            kept = None
             if marker is not None and marker.truncate_to != size:
+                kept = self._set_aside(session_id, path, fd, marker.truncate_to, size)
                 io.ftruncate(fd, marker.truncate_to)
                 io.fsync(fd)
                 size = marker.truncate_to
@@ -508,6 +531,42 @@ class JsonlBackend:
             raise
         if owner is None:
             io.close(fd)
+        return kept
+
+    def _set_aside(self, session_id: str, path: str, fd: int, start: int, end: int) -> SetAside:
+        """Copy bytes `start:end` of the log held open as `fd` to a new `<log>.torn-<ms>`
+        (0600), durably, before a repair cuts them: a repair never destroys evidence."""
+        io = self._io
+        source = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            held, named = os.fstat(fd), os.fstat(source)
+            if (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
+                raise StaleWriterError(session_id)
+            tail = os.pread(source, end - start, start)
+        finally:
+            os.close(source)
+        stamp = time.time_ns() // 1_000_000
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        while True:
+            target = f"{path}{TORN_SUFFIX}{stamp}"
+            try:
+                out = io.open(target, flags)
+                break
+            except FileExistsError:
+                stamp += 1
+        try:
+            try:
+                os.fchmod(out, 0o600)
+                io.write_all(out, tail)
+                io.fsync(out)
+            finally:
+                io.close(out)
+            io.fsync_dir(os.path.dirname(path))
+        except BaseException:
+            with suppress(OSError):
+                io.unlink(target)  # a partial copy is no evidence; the log stays uncut
+            raise
+        return SetAside(target, len(tail))
 
     def _roll_back(self, fd: int, size: int, path: str, error: Exception) -> None:
         try:
@@ -532,7 +591,7 @@ class JsonlBackend:
         transient = self._lock_for_write(session_id, path)
         try:
             if os.path.lexists(path):
-                raise SessionPersistenceError(
+                raise SessionExistsError(
                     f'session "{session_id}" already has a persisted log at "{path}"'
                 )
             header = header_line(meta)
@@ -554,7 +613,7 @@ class JsonlBackend:
                 try:
                     io.link(temp, path)
                 except FileExistsError:
-                    raise SessionPersistenceError(
+                    raise SessionExistsError(
                         f'session "{session_id}" already has a persisted log at "{path}" '
                         "(another writer created it first)"
                     ) from None
@@ -626,6 +685,24 @@ def _read_head(file: BinaryIO, *, zstd: bool) -> bytes:
             break
         head += more
     return head
+
+
+def _set_aside_beside(path: str) -> tuple[SetAside, ...]:
+    """The `<log>.torn-<ms>` files earlier repairs left beside `path`, oldest first."""
+    directory, name = os.path.split(path)
+    prefix = name + TORN_SUFFIX
+    found: builtins.list[tuple[int, SetAside]] = []
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return ()
+    for entry in entries:
+        stamp = entry.name[len(prefix) :]
+        if entry.name.startswith(prefix) and stamp.isdigit():
+            with suppress(OSError):
+                size = entry.stat(follow_symlinks=False).st_size
+                found.append((int(stamp), SetAside(entry.path, size)))
+    return tuple(kept for _, kept in sorted(found, key=lambda item: item[0]))
 
 
 def _sort_time(header: JsonObject) -> int:

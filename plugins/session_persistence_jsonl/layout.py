@@ -1,4 +1,4 @@
-"""Where a session's log lives: `<root>/<project>/<segment(id)>/session.jsonl[.zstd]` (spec 02 §5).
+"""Where a session's log lives: `<root>/<project>/<segment(id)>/session.jsonl[.zstd]`.
 
 Both encoders walk UTF-16 code units: ASCII letters, digits and `. _ -` stay, any other unit (`~`
 too) becomes `~` plus four uppercase hex digits, so every id and cwd maps to one safe name.
@@ -9,7 +9,6 @@ The layout refusals carry the original harness's texts (docs/legacy-logs.md).
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 from typing import Final
@@ -19,6 +18,7 @@ from plugins.session_persistence.errors import (
     SessionPersistenceCorruptionError,
     SessionPersistenceError,
 )
+from plugins.session_persistence.home import dsh_home
 
 __all__ = [
     "LOCK_NAME",
@@ -109,12 +109,8 @@ def log_name(compression: str) -> str:
 
 
 def default_root() -> Path:
-    """`$DSH_HOME/sessions`, with `DSH_HOME` defaulting to `~/.dsh` (never the cwd)."""
-    home = os.environ.get("DSH_HOME") or ""
-    base = Path(home).expanduser() if home else Path.home() / ".dsh"
-    if not base.is_absolute():
-        raise ValueError(f"DSH_HOME must be an absolute path, got {home!r}")
-    return base / "sessions"
+    """`$DSH_HOME/sessions` (`DSH_HOME` as `plugins.session_persistence.home` resolves it)."""
+    return dsh_home() / "sessions"
 
 
 def flat_layout(path: str) -> SessionPersistenceError:

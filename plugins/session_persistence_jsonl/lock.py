@@ -1,4 +1,4 @@
-"""The cross-process writer lock of one session directory (spec 02 §6).
+"""The cross-process writer lock of one session directory (docs/backends.md).
 
 `session.lock` (0600, never deleted) is held with `fcntl.flock(LOCK_EX | LOCK_NB)` on a kept file
 descriptor, so the kernel frees it when the holder dies. The holder records who it is as one JSON
@@ -15,9 +15,10 @@ from typing import Any
 
 from plugins.session.jsonutil import dumps, loads
 from plugins.session_persistence import fsguard
+from plugins.session_persistence.backend import Owner
 from plugins.session_persistence.errors import SessionLockedError, SessionPersistenceError
 
-__all__ = ["WriterLock"]
+__all__ = ["WriterLock", "lock_holder"]
 
 
 class WriterLock:
@@ -83,3 +84,49 @@ def _holder(fd: int) -> tuple[int | None, str | None]:
     pid = info.get("pid")
     host = info.get("host")
     return (pid if type(pid) is int else None), (host if type(host) is str else None)
+
+
+def lock_holder(path: str) -> Owner | None:
+    """Who holds the lock at `path` now (read from its record), or None when it is free; takes
+    nothing. `/proc/locks` answers without touching the lock; where it cannot be read, a shared
+    non-blocking probe does (a writer starting in that instant sees the probe as a holder)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise SessionPersistenceError(f'cannot read the writer lock at "{path}": {error}') from None
+    try:
+        held = _held_per_proc(os.fstat(fd))
+        if held is None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held = True
+            else:
+                held = False
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        if not held:
+            return None
+        pid, host = _holder(fd)
+        return Owner(pid, host)
+    finally:
+        os.close(fd)
+
+
+def _held_per_proc(st: os.stat_result) -> bool | None:
+    """Whether `/proc/locks` lists an exclusive flock on the file `st` describes (None when
+    `/proc/locks` cannot be read)."""
+    try:
+        with open("/proc/locks", "rb") as file:
+            table = file.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table.splitlines():
+        fields = line.split()
+        if "->" in fields:  # a waiter, not a holder
+            continue
+        if len(fields) >= 6 and fields[1:4:2] == ["FLOCK", "WRITE"] and fields[5] == device:
+            return True
+    return False

@@ -1,8 +1,8 @@
 """Decode a JSONL session log (raw or zstd) into its header, committed events and torn tail.
 
-Rules (spec 02 §5): only `\\n`-ended lines count. The first bad line (unparsable, or a seq gap;
-line 1 is the first after the header) is committed corruption if that row or any later line
-holds a `turn/end`; otherwise it and everything after it is a torn tail. In zstd logs every
+Only `\\n`-ended lines count; line 1 is the first after the header. What a bad line means
+(committed corruption or the start of a torn tail) is the seam's rule for appended storage
+(`plugins.session_persistence.records`, docs/persistence.md). In zstd logs every
 complete frame must end on a line boundary, and a torn last frame is decoded best effort: its
 good lines are `recovered` and the tail is cut back to the frame's start.
 """
@@ -18,9 +18,10 @@ from typing import Any, Final, TypeGuard
 
 import zstandard
 
-from plugins.session.jsonutil import MAX_SAFE_INTEGER, dumps, loads
+from plugins.session.jsonutil import MAX_SAFE_INTEGER, loads
 from plugins.session_persistence.errors import SessionPersistenceCorruptionError
 from plugins.session_persistence.packing import decode_record
+from plugins.session_persistence.records import RecordSequence
 
 from . import frames
 
@@ -28,7 +29,6 @@ __all__ = [
     "LogScan",
     "TornMarker",
     "header_complete",
-    "header_meta",
     "parse_header",
     "read_header",
     "scan_raw",
@@ -175,23 +175,24 @@ def _zstd_header(view: memoryview) -> tuple[JsonObject, frames.Frame]:
     return parse_header(first[:-1]), found[0]
 
 
-def header_meta(header: JsonObject) -> JsonObject:
-    """The session meta of a header record: without its tag, `delegationDepth` defaulting to 0."""
-    meta = {key: value for key, value in header.items() if key != "type"}
-    if header["version"] == 0:
-        meta.setdefault("delegationDepth", 0)
-    return meta
-
-
 class _Lines:
-    """Feeds complete lines in order, keeping the committed prefix and the first issue."""
+    """Feeds complete lines in order to the seam's record rule (appended storage can tear)."""
 
-    __slots__ = ("events", "issue", "line")
+    __slots__ = ("line", "records")
 
     def __init__(self) -> None:
-        self.events: list[JsonObject] = []
-        self.issue: SessionPersistenceCorruptionError | None = None
         self.line = 0
+        self.records = RecordSequence(can_tear=True, gap=self._gap)
+
+    @property
+    def events(self) -> list[JsonObject]:
+        return self.records.events
+
+    def _gap(self, expected: int, got: str) -> str:
+        return (
+            f"corrupt session log: seq gap in committed region at line {self.line} "
+            f"(expected {expected}, got {got})"
+        )
 
     def feed(self, text: bytes | memoryview) -> bool:
         """Consume one line; True iff it joined the committed prefix."""
@@ -202,32 +203,9 @@ class _Lines:
                 raise ValueError("not a storage record")
             decoded = decode_record(record)
         except ValueError:
-            if self.issue is None:
-                self.issue = _corrupt(
-                    f"corrupt session log: unparsable committed event at line {self.line}"
-                )
+            self.records.bad(f"corrupt session log: unparsable committed event at line {self.line}")
             return False
-        if self.issue is not None:
-            if any(event.get("type") == "turn/end" for event in decoded):
-                raise self.issue
-            return False
-        events = self.events
-        start = len(events)
-        for event in decoded:
-            seq = event.get("seq")
-            if type(seq) is not int or seq != len(events):
-                expected = len(events)
-                del events[start:]
-                got = dumps(seq) if "seq" in event else "undefined"
-                self.issue = _corrupt(
-                    f"corrupt session log: seq gap in committed region at line {self.line} "
-                    f"(expected {expected}, got {got})"
-                )
-                if any(item.get("type") == "turn/end" for item in decoded):
-                    raise self.issue
-                return False
-            events.append(event)
-        return True
+        return self.records.add(decoded)
 
 
 def scan_raw(data: bytes) -> LogScan:

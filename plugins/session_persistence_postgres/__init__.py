@@ -1,4 +1,4 @@
-"""`dsh-session-persistence-postgres`: session logs in PostgreSQL (spec 02 §8), asyncio only.
+"""`dsh-session-persistence-postgres`: session logs in PostgreSQL (docs/backends.md), asyncio only.
 
 Provides `sessionPersistence` backed by `PostgresBackend`: a session row and one row per event
 in schema `schema`, writes as one transaction each, live writers excluded by advisory locks.

@@ -1,4 +1,4 @@
-"""The PostgreSQL storage engine (spec 02 §8): one row per session and one row per event.
+"""The PostgreSQL storage engine (docs/backends.md): one row per session and one row per event.
 
 Every write is one transaction: the session row is locked `FOR UPDATE` (or, for the first batch,
 inserted with `ON CONFLICT DO NOTHING`: a conflict is a lost race), the writer lock, owner token
@@ -16,7 +16,7 @@ transaction. If the lock connection drops, the next owned write re-acquires the 
 connection) or raises `SessionLockedError`. A lock whose owner row names a dead process on this
 host is waited for (bounded): the server frees it only once it notices the closed connection.
 Advisory locks are per database and the key depends
-on the session id only (spec 02 §8), so two stores (schemas) in one database contend for the
+on the session id only (docs/backends.md), so two stores (schemas) in one database contend for the
 locks of equal session ids: give each store its own database, or keep their ids distinct.
 """
 
@@ -36,13 +36,23 @@ import psycopg
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
+from plugins.session_persistence.backend import (
+    JsonObject,
+    Location,
+    Owner,
+    SetAside,
+    Snapshot,
+    StoredLog,
+)
+from plugins.session_persistence.base import BackendBase
 from plugins.session_persistence.errors import (
+    SessionExistsError,
     SessionLockedError,
     SessionPersistenceError,
     StaleWriterError,
     WriterLockLostError,
 )
+from plugins.session_persistence.liveness import holder_gone
 
 from .connection import (
     DatabaseError,
@@ -55,7 +65,7 @@ from .connection import (
     scrub,
 )
 from .lockwatch import LockWatch, readable
-from .rows import EventColumns, TornMarker, encode_events, header_values, meta_of, scan_rows
+from .rows import EventColumns, encode_events, header_values, meta_of, scan_rows
 from .schema import Statements, ensure_schema
 
 __all__ = ["PostgresBackend"]
@@ -72,24 +82,11 @@ _log = logging.getLogger("plugins.session_persistence_postgres")
 DEAD_HOLDER_GRACE_S: Final = 2.0
 
 
-def _dead(pid: object) -> bool:
-    """Whether `pid` names no live process on this host."""
-    if type(pid) is not int or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
 class _LockLost(Exception):
     """This instance held a session's lock, but its lock connection no longer does."""
 
 
-class PostgresBackend:
+class PostgresBackend(BackendBase):
     """Session logs in PostgreSQL schema `schema` (created if absent) reached through `dsn`.
 
     `dsn` None reads `$DSH_POSTGRES_DSN`; empty lets libpq use its environment (`PGHOST`, ...).
@@ -229,12 +226,6 @@ class PostgresBackend:
         """None: a database row has no raw log path."""
         return None
 
-    async def read_raw(self, session_id: str) -> bytes:
-        """Refused: rows are not a raw artifact."""
-        raise SessionPersistenceError(
-            "this session persistence backend does not expose raw artifacts"
-        )
-
     def _revision(self, incarnation: object, revision: object) -> str:
         return f"postgres:{self._store_id}:{incarnation}:{revision}"
 
@@ -253,11 +244,10 @@ class PostgresBackend:
         meta = meta_of(session[:-3])
         incarnation, revision, next_seq = session[-3:]
         events: list[JsonObject] = []
-        marker: TornMarker | None = None
         if meta["version"] == 0:
-            events, marker = scan_rows(rows, next_seq, revision)
+            events = scan_rows(rows, next_seq)
         self._seen[session_id] = next_seq
-        return StoredLog(meta, events, self._revision(incarnation, revision), marker)
+        return StoredLog(meta, events, self._revision(incarnation, revision))
 
     async def read_stored_revision(self, session_id: str) -> str | None:
         """`postgres:<store id>:<incarnation>:<revision>`, None when not stored."""
@@ -266,10 +256,6 @@ class PostgresBackend:
             cursor = await conn.execute(self._sql.read_revision, (session_id,))
             row = await cursor.fetchone()
         return None if row is None else self._revision(*row)
-
-    async def list(self) -> builtins.list[JsonObject]:
-        """Headers of every stored session, by `(createdAt, id)`."""
-        return [snapshot.header for snapshot in await self.list_snapshots()]
 
     async def list_snapshots(self) -> builtins.list[Snapshot]:
         """Headers with revisions, by `(createdAt, id)`."""
@@ -297,7 +283,7 @@ class PostgresBackend:
                     {**header, "incarnation": uuid.uuid4(), "next_seq": len(columns.seqs)},
                 )
                 if await cursor.fetchone() is None:
-                    raise SessionPersistenceError(
+                    raise SessionExistsError(
                         f'session "{session_id}" already has a persisted log in PostgreSQL '
                         f'schema "{self.schema}" (another writer created it first)'
                     )
@@ -313,7 +299,6 @@ class PostgresBackend:
         from the row the statement returns."""
         self._refuse_lost(session_id)
         start, end = columns.seqs[0], columns.seqs[0] + len(columns.seqs)
-        self._check_contiguous(session_id, columns, start)
         seen = self._seen.get(session_id)
         arrays = columns.arrays()
         for attempt in range(2):
@@ -350,36 +335,25 @@ class PostgresBackend:
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
-    ) -> None:
-        """One transaction: delete the rows from the marker on, insert `closers`."""
+    ) -> SetAside | None:
+        """One transaction inserting `closers` (rows never tear, so there is no tail to cut)."""
         check_id(meta["id"])
-        if marker is not None and not isinstance(marker, TornMarker):
-            raise TypeError(f"not a PostgreSQL torn-tail marker: {marker!r}")
-        if marker is None and not closers:
-            return
+        if marker is not None:
+            raise TypeError(f"PostgreSQL logs have no torn tail to cut: {marker!r}")
+        if not closers:
+            return None
         session_id: str = meta["id"]
         columns = encode_events(session_id, closers)
 
         async def repair(conn: Connection, state: tuple[int, int] | None) -> int:
             assert state is not None
-            next_seq, revision = state
-            if marker is None:
-                if next_seq != self._seen.get(session_id):
-                    raise StaleWriterError(session_id)
-                return await self._insert(conn, session_id, columns, next_seq)
-            if (next_seq, revision) != (marker.next_seq, marker.revision):
+            next_seq, _ = state
+            if next_seq != self._seen.get(session_id):
                 raise StaleWriterError(session_id)
-            await conn.execute(self._sql.truncate, (session_id, marker.seq))
-            return await self._insert(conn, session_id, columns, marker.seq)
+            return await self._insert(conn, session_id, columns, next_seq)
 
         await self._transaction(session_id, repair, first=False)
-
-    @staticmethod
-    def _check_contiguous(session_id: str, columns: EventColumns, start: int) -> None:
-        if columns.seqs != builtins.list(range(start, start + len(columns.seqs))):
-            raise SessionPersistenceError(
-                f"session {session_id} batch seqs must run from {start} without gaps"
-            )
+        return None
 
     async def _insert(
         self,
@@ -390,9 +364,8 @@ class PostgresBackend:
         *,
         advance: bool = True,
     ) -> int:
-        """Insert the rows (numbered from `start`) and advance the session row; the new
-        `next_seq`."""
-        self._check_contiguous(session_id, columns, start)
+        """Insert the rows (numbered from `start`: the coordinator checked the batch continues
+        the log) and advance the session row; the new `next_seq`."""
         end = start + len(columns.seqs)
         if columns.seqs:
             await conn.execute(self._sql.insert_events, {"id": session_id, **columns.arrays()})
@@ -509,7 +482,7 @@ class PostgresBackend:
             if granted:
                 self._held[session_id] = self._generation
                 return
-            if holder_host != host or not _dead(holder_pid) or anyio.current_time() > deadline:
+            if not holder_gone(holder_pid, holder_host) or anyio.current_time() > deadline:
                 raise SessionLockedError(session_id, holder_pid, holder_host)
             await anyio.sleep(0.01)
 
@@ -580,6 +553,17 @@ class PostgresBackend:
             except BaseException:
                 self._held[session_id] = -1
                 raise
+
+    async def owner(self, session_id: str) -> Owner | None:
+        """The recorded owner of `session_id` while some connection holds its advisory lock,
+        unless this instance holds it."""
+        if session_id in self._held:
+            return None
+        params = {"id": session_id, **self._lock_params(session_id)}
+        async with self._connection(f'reading the owner of session "{session_id}"') as conn:
+            cursor = await conn.execute(self._sql.owner, params)
+            row = await cursor.fetchone()
+        return None if row is None else Owner(row[0], row[1])
 
     async def release_writer(self, session_id: str) -> None:
         """Unlock and forget the owner row (no-op when not held; a lock whose connection

@@ -1,6 +1,6 @@
-"""Events and headers as PostgreSQL rows, and the torn-tail rule for stored rows.
+"""Events and headers as PostgreSQL rows, and reading stored rows back.
 
-One row per event (spec 02 §8): `type`, `time`, `data` (the exact JSON text of the event's
+One row per event (docs/backends.md): `type`, `time`, `data` (the exact JSON text of the event's
 `data`), `source_event_seqs` (bigint[] or NULL), `surface_op` (JSON text or NULL), `ignorable`
 (boolean or NULL) and `key_order`, one letter per envelope key in the event's own order, so a
 loaded event has the same JSON text as the one appended (live, closer and loaded orders differ).
@@ -14,16 +14,14 @@ from typing import Any, Final
 
 from plugins.session.jsonutil import dumps, loads
 from plugins.session_persistence.backend import JsonObject
-from plugins.session_persistence.errors import (
-    SessionPersistenceCorruptionError,
-    SessionPersistenceError,
-)
+from plugins.session_persistence.errors import SessionPersistenceError
+from plugins.session_persistence.header import header_columns, meta_of_columns
+from plugins.session_persistence.records import RecordSequence
 
 __all__ = [
     "EVENT_COLUMNS",
     "HEADER_COLUMNS",
     "EventColumns",
-    "TornMarker",
     "encode_events",
     "header_values",
     "meta_of",
@@ -63,18 +61,6 @@ _CODE: Final = {
 }
 _KEY: Final = {code: key for key, code in _CODE.items()}
 _INT64: Final = 2**63
-
-
-@dataclass(frozen=True, slots=True)
-class TornMarker:
-    """Where a stored log stops being readable: rows from `seq` on are dropped by a repair.
-
-    `next_seq` and `revision` are what the read saw (the repair refuses a moved log).
-    """
-
-    seq: int
-    next_seq: int
-    revision: int
 
 
 def _quoted(value: str) -> str:
@@ -202,33 +188,30 @@ def _decode(row: Sequence[Any]) -> JsonObject | None:
     return event
 
 
-def scan_rows(
-    rows: Sequence[Sequence[Any]], next_seq: int, revision: int
-) -> tuple[list[JsonObject], TornMarker | None]:
-    """The committed events of a session's rows (ordered by seq) and its torn tail, if any.
+def _bad_row(seq: int) -> str:
+    return f"corrupt session log: invalid committed physical row at seq {seq}"
 
-    Rows must be readable, numbered 0, 1, ... and below the session row's `next_seq`. From the
-    first row that is not (or the first missing seq), the rest is a torn tail, unless a later
-    readable row holds a `turn/end`: then the damage is in the committed region and this raises
-    `SessionPersistenceCorruptionError` (nothing is dropped).
-    """
-    events: list[JsonObject] = []
-    bad: int | None = None
-    for index, row in enumerate(rows):
-        if bad is None:
-            event = _decode(row) if row[0] == index and index < next_seq else None
-            if event is not None:
-                events.append(event)
-                continue
-            bad = index
-        if row[1] == "turn/end" and _decode(row) is not None:
-            raise SessionPersistenceCorruptionError(
-                f"corrupt session log: invalid committed physical row at seq {bad}"
-            )
-    if bad is None and len(events) != next_seq:
-        bad = len(events)
-    marker = None if bad is None else TornMarker(bad, next_seq, revision)
-    return events, marker
+
+def scan_rows(rows: Sequence[Sequence[Any]], next_seq: int) -> list[JsonObject]:
+    """The events of a session's rows (ordered by seq). Rows are written by transactions, which
+    never tear: a row that is not a readable event, a missing seq, or a `next_seq` other than
+    where the rows end is `SessionPersistenceCorruptionError` naming the seq (the seam's rule
+    for transactional storage)."""
+    records = RecordSequence(can_tear=False, gap=lambda expected, _got: _bad_row(expected))
+    for row in rows:
+        event = _decode(row)
+        if event is None:
+            records.bad(_bad_row(len(records.events)))
+        else:
+            records.add((event,))
+    records.finish(
+        next_seq,
+        lambda stored: (
+            f"corrupt session log: the session row's next seq is {stored} but its rows end before "
+            f"seq {len(records.events)}"
+        ),
+    )
+    return records.events
 
 
 def header_values(meta: JsonObject) -> dict[str, Any]:
@@ -241,9 +224,10 @@ def header_values(meta: JsonObject) -> dict[str, Any]:
                 f'session "{session_id}" metadata cannot be stored by '
                 f"session-persistence-postgres: unknown header key {dumps(key)}"
             )
+    stored = header_columns(meta)
     values: dict[str, Any] = {"version": meta.get("version", 0), "id": session_id}
     for key, column, kind in HEADER_COLUMNS:
-        value = meta.get(key, 0 if key == "delegationDepth" else None)
+        value = stored[key]
         if value is not None and (
             type(value) is not kind or (kind is int and not _is_int64(value))
         ):
@@ -263,10 +247,4 @@ def header_values(meta: JsonObject) -> dict[str, Any]:
 
 def meta_of(row: Sequence[Any]) -> JsonObject:
     """The session meta of a `dsh_sessions` row read as `version, id, <HEADER_COLUMNS>`."""
-    meta: JsonObject = {"version": row[0], "id": row[1]}
-    for (key, _, _), value in zip(HEADER_COLUMNS, row[2:], strict=True):
-        if value is not None:
-            meta[key] = value
-    if row[0] == 0:
-        meta.setdefault("delegationDepth", 0)
-    return meta
+    return meta_of_columns(tuple(row))

@@ -1,4 +1,4 @@
-"""The tables (spec 02 §8), their creation and version check, and every statement the backend
+"""The tables (docs/backends.md), their creation and version check, and every statement the backend
 runs, composed once per schema name."""
 
 from __future__ import annotations
@@ -188,6 +188,16 @@ class Statements:
             SELECT pg_advisory_unlock(%(key)s)"""
         )
         self.disown_all = q("DELETE FROM {s}.dsh_session_owners WHERE token = %s")
+        #: The owner row of a session whose advisory lock some connection holds (NULLs when
+        #: the row is missing); no row when the lock is free. Parameters: id, hi, lo.
+        self.owner = q(
+            """SELECT o.pid, o.host FROM (VALUES (1)) AS v
+            LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = %(id)s
+            WHERE EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+                AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND classid = %(hi)s::bigint::oid AND objid = %(lo)s::bigint::oid
+                AND objsubid = 1 AND granted)"""
+        )
 
 
 async def _read_state(

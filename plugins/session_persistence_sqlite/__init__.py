@@ -1,4 +1,4 @@
-"""`dsh-session-persistence-sqlite`: every session log in one SQLite database (spec 02 §7).
+"""`dsh-session-persistence-sqlite`: every session log in one SQLite database (docs/backends.md).
 
 Provides `sessionPersistence` backed by `SqliteBackend`: a STRICT schema (`application_id`
 0x44534850, `user_version` 18), one row per event or packed chunk run, one `BEGIN IMMEDIATE`
@@ -7,7 +7,6 @@ transaction per durable batch, and a `session_locks` row per live writer.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 
 from pydantic import Field, field_validator
@@ -15,8 +14,9 @@ from pydantic import Field, field_validator
 from framework import Context
 from plugins.session_persistence import Config as PersistenceConfig
 from plugins.session_persistence import mount_persistence
+from plugins.session_persistence.home import absolute_path
 
-from .backend import SqliteBackend, TornMarker
+from .backend import SqliteBackend
 from .database import APPLICATION_ID, SCHEMA_VERSION, JournalMode, default_path
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "Config",
     "JournalMode",
     "SqliteBackend",
-    "TornMarker",
     "aliases",
     "apply",
     "default_path",
@@ -55,10 +54,7 @@ class Config(PersistenceConfig):
     def _absolute_path(cls, path: str | None) -> str | None:
         if path is None:
             return None
-        expanded = os.path.expanduser(path)
-        if not os.path.isabs(expanded):
-            raise ValueError(f"path must be an absolute path (or start with ~), got {path!r}")
-        return expanded
+        return absolute_path(path, "path")
 
     def backend(self) -> SqliteBackend:
         """A backend for this configuration."""

@@ -1,4 +1,4 @@
-"""The SQLite storage engine: every session in one database file (spec 02 §7).
+"""The SQLite storage engine: every session in one database file (docs/backends.md).
 
 Threading: the stdlib `sqlite3` connection is used by one thread at a time. Every operation
 (row encoding included) runs on the backend's long-lived I/O thread (`offload.IoThread`), one
@@ -17,7 +17,6 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, TypeVar, overload
@@ -25,21 +24,42 @@ from typing import Any, Final, TypeVar, overload
 import anyio
 import anyio.to_thread
 
-from plugins.session.events import HEADER_KEYS
 from plugins.session_persistence import fsguard
-from plugins.session_persistence.backend import JsonObject, Location, Snapshot, StoredLog
-from plugins.session_persistence.errors import SessionPersistenceError, StaleWriterError
+from plugins.session_persistence.backend import (
+    JsonObject,
+    Location,
+    Owner,
+    SetAside,
+    Snapshot,
+    StoredLog,
+)
+from plugins.session_persistence.base import BackendBase
+from plugins.session_persistence.errors import (
+    SessionExistsError,
+    SessionPersistenceError,
+    StaleWriterError,
+)
+from plugins.session_persistence.header import header_columns, meta_of_columns
 from plugins.session_persistence.offload import Call, IoThread
 
 from .database import JournalMode, check_schema, open_database, open_reader
-from .locks import HEARTBEAT_S, HOST, STALE_MS, Heartbeat, check_lock, new_token, now_ms
+from .locks import (
+    HEARTBEAT_S,
+    HOST,
+    STALE_MS,
+    Heartbeat,
+    check_lock,
+    live_holder,
+    new_token,
+    now_ms,
+)
 from .rows import Row, encode_rows, scan
 
-__all__ = ["SqliteBackend", "TornMarker"]
+__all__ = ["SqliteBackend"]
 
 T = TypeVar("T")
 
-#: The header columns in `HEADER_KEYS` order (`_meta` reads them back by position).
+#: The header columns in `HEADER_KEYS` order (`meta_of_columns` reads them back by position).
 _HEADER_COLUMNS: Final = (
     "version, id, created_at, cwd, parent_session, seed_length, origin, delegation_depth,"
     " agent_preset"
@@ -51,30 +71,7 @@ _INSERT_ROW: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class TornMarker:
-    """A torn tail: delete rows from physical seq `delete_from`; the log keeps `keep` events.
-
-    `incarnation` and `revision` are the session row's when the tail was read: a repair
-    against any later state is stale.
-    """
-
-    delete_from: int
-    keep: int
-    incarnation: str
-    revision: int
-
-
-def _meta(row: Sequence[Any]) -> JsonObject:
-    """The meta form of a header row (`delegationDepth` always present)."""
-    meta: JsonObject = {"version": row[0], "id": row[1]}
-    for key, value in zip(HEADER_KEYS[2:], row[2:9], strict=True):
-        if value is not None:
-            meta[key] = value
-    return meta
-
-
-class SqliteBackend:
+class SqliteBackend(BackendBase):
     """Session logs in one SQLite database at `path` (created on first use).
 
     `journal_mode` defaults to WAL; `busy_timeout_ms` bounds every wait for another
@@ -124,12 +121,6 @@ class SqliteBackend:
         """The database holding every session (no I/O)."""
         return Location("database", str(self.path))
 
-    async def read_raw(self, session_id: str) -> bytes:
-        """Refused: rows are not a raw artifact."""
-        raise SessionPersistenceError(
-            "this session persistence backend does not expose raw artifacts"
-        )
-
     async def load_stored(self, session_id: str) -> StoredLog | None:
         """Read and decode a session's rows; None when nothing is stored."""
         return await self._run(self._load_stored, session_id, read=True)
@@ -148,17 +139,13 @@ class SqliteBackend:
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
-    ) -> None:
-        """One transaction: recheck the marker, delete the torn rows, insert `closers`."""
-        if marker is not None and not isinstance(marker, TornMarker):
-            raise TypeError(f"not a SQLite torn-tail marker: {marker!r}")
-        if marker is None and not closers:
-            return
-        await self._run(self._commit_repair, meta["id"], marker, list(closers))
-
-    async def list(self) -> builtins.list[JsonObject]:
-        """Headers (meta form) of every stored session, by `(createdAt, id)`."""
-        return [snapshot.header for snapshot in await self.list_snapshots()]
+    ) -> SetAside | None:
+        """One transaction inserting `closers` (rows never tear, so there is no tail to cut)."""
+        if marker is not None:
+            raise TypeError(f"SQLite logs have no torn tail to cut: {marker!r}")
+        if closers:
+            await self._run(self._commit_repair, meta["id"], list(closers))
+        return None
 
     async def list_snapshots(self) -> builtins.list[Snapshot]:
         """Headers with revisions, by `(createdAt, id)`."""
@@ -168,6 +155,13 @@ class SqliteBackend:
         """Insert (or take over a dead holder's) lock row; re-entrant per instance."""
         if session_id not in self._tokens:
             await self._run(self._acquire_writer, session_id)
+
+    async def owner(self, session_id: str) -> Owner | None:
+        """The holder of `session_id`'s lock row while it is live (its pid on this host, or a
+        fresh heartbeat), unless it is this instance."""
+        if session_id in self._tokens:
+            return None
+        return await self._run(live_holder, session_id, self._stale_ms, read=True)
 
     async def release_writer(self, session_id: str) -> None:
         """Delete this instance's lock row (no-op when not held)."""
@@ -343,20 +337,13 @@ class SqliteBackend:
         if found is None:
             return None
         head, rows = found
-        meta = _meta(head)
+        meta = meta_of_columns(head[:9])
         incarnation, revision, next_seq = head[9], head[10], head[11]
         if meta["version"] != 0:
             return StoredLog(meta, [], self._revision(incarnation, revision))
-        result = scan(rows)
-        events, torn_from = result.events, result.torn_from
-        if torn_from is None and len(events) != next_seq:
-            torn_from = min(len(events), next_seq)
-            del events[torn_from:]
-        marker = None
-        if torn_from is not None:
-            marker = TornMarker(torn_from, len(events), incarnation, revision)
+        events = scan(rows, next_seq)
         self._seen[session_id] = next_seq
-        return StoredLog(meta, events, self._revision(incarnation, revision), marker)
+        return StoredLog(meta, events, self._revision(incarnation, revision))
 
     def _read_stored_revision(self, connection: sqlite3.Connection, session_id: str) -> str | None:
         row = connection.execute(
@@ -368,7 +355,7 @@ class SqliteBackend:
         rows = connection.execute(
             f"SELECT {_HEADER_COLUMNS}, incarnation, revision FROM sessions ORDER BY created_at, id"
         ).fetchall()
-        return [Snapshot(_meta(row), self._revision(row[9], row[10])) for row in rows]
+        return [Snapshot(meta_of_columns(row[:9]), self._revision(row[9], row[10])) for row in rows]
 
     # ---- writes --------------------------------------------------------------------------
 
@@ -398,7 +385,7 @@ class SqliteBackend:
             ).fetchone()
             if not is_materialized:
                 if stored is not None:
-                    raise SessionPersistenceError(
+                    raise SessionExistsError(
                         f'session "{session_id}" already has a persisted log in "{self.path}" '
                         "(another writer created it first)"
                     )
@@ -424,19 +411,7 @@ class SqliteBackend:
                 connection.execute(
                     f"INSERT INTO sessions ({_HEADER_COLUMNS}, incarnation, revision, next_seq)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
-                    (
-                        meta.get("version", 0),
-                        session_id,
-                        meta["createdAt"],
-                        meta.get("cwd"),
-                        meta.get("parentSession"),
-                        meta.get("seedLength"),
-                        meta.get("origin"),
-                        meta.get("delegationDepth", 0),
-                        meta.get("agentPreset"),
-                        str(uuid.uuid4()),
-                        count,
-                    ),
+                    (*header_columns(meta).values(), str(uuid.uuid4()), count),
                 )
             connection.executemany(_INSERT_ROW, [(session_id, *row) for row in rows])
             return next_seq + count
@@ -447,34 +422,20 @@ class SqliteBackend:
         self,
         connection: sqlite3.Connection,
         session_id: str,
-        marker: TornMarker | None,
         closers: builtins.list[JsonObject],
     ) -> None:
         rows = encode_rows(closers)
-        first = closers[0]["seq"] if closers else None
         count = len(closers)
 
         def write() -> int:
             check_schema(connection, self.path)
             stored = connection.execute(
-                "SELECT next_seq, incarnation, revision FROM sessions WHERE id = ?",
-                (session_id,),
+                "SELECT next_seq FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
-            if marker is not None:
-                if stored is None or (stored[1], stored[2]) != (
-                    marker.incarnation,
-                    marker.revision,
-                ):
-                    raise SessionPersistenceError(
-                        f"session {session_id} repair is stale: physical tail no longer starts "
-                        f"at seq {marker.delete_from}"
-                    )
-                start = marker.keep
-            elif stored is None or stored[0] != self._seen.get(session_id):
+            if stored is None or stored[0] != self._seen.get(session_id):
                 raise StaleWriterError(session_id)
-            else:
-                start = stored[0]
-            self._starts_at(session_id, first, start)
+            start: int = stored[0]
+            self._starts_at(session_id, closers[0]["seq"], start)
             check_lock(
                 connection,
                 session_id,
@@ -482,11 +443,6 @@ class SqliteBackend:
                 host=self._host,
                 stale_ms=self._stale_ms,
             )
-            if marker is not None:
-                connection.execute(
-                    "DELETE FROM events WHERE session_id = ? AND seq >= ?",
-                    (session_id, marker.delete_from),
-                )
             connection.executemany(_INSERT_ROW, [(session_id, *row) for row in rows])
             connection.execute(
                 "UPDATE sessions SET revision = revision + 1, next_seq = ? WHERE id = ?",

@@ -1,4 +1,4 @@
-"""Opening the session database: file safety, pragmas read back, and the schema (spec 02 §7).
+"""Opening the session database: file safety, pragmas read back, and the schema (docs/backends.md).
 
 The folder, the file and its side files follow the storage rule of
 `plugins.session_persistence.fsguard` (the folder is created 0700, the file 0600 before SQLite
@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from plugins.session_persistence import fsguard
 from plugins.session_persistence.errors import SessionPersistenceError
+from plugins.session_persistence.home import dsh_home
 
 __all__ = [
     "APPLICATION_ID",
@@ -81,12 +82,9 @@ _SCHEMA: Final = (
 
 
 def default_path() -> Path:
-    """`$DSH_HOME/sessions.sqlite3`, with `DSH_HOME` defaulting to `~/.dsh` (never the cwd)."""
-    home = os.environ.get("DSH_HOME") or ""
-    base = Path(home).expanduser() if home else Path.home() / ".dsh"
-    if not base.is_absolute():
-        raise ValueError(f"DSH_HOME must be an absolute path, got {home!r}")
-    return base / "sessions.sqlite3"
+    """`$DSH_HOME/sessions.sqlite3` (`DSH_HOME` as `plugins.session_persistence.home` resolves
+    it)."""
+    return dsh_home() / "sessions.sqlite3"
 
 
 def _error(path: Path, what: str) -> SessionPersistenceError:

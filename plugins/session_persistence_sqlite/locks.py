@@ -1,8 +1,8 @@
-"""Single-writer exclusion through the `session_locks` table (spec 02 §6, §7).
+"""Single-writer exclusion through the `session_locks` table (docs/persistence.md).
 
 A holder's row carries a token, its pid and host, and a heartbeat (wall-clock ms) that a
 `Heartbeat` thread refreshes every 10 s while any lock is held. Another writer takes the row over
-only when the holder is gone (docs/storage-safety.md):
+only when the holder is gone (`plugins.session_persistence.liveness`, docs/storage-safety.md):
 
 - on this host, only when the holder's process is dead: its pid does not exist, is a zombie, or
   now names another process (the token records the holder's boot id and process start time, so
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sqlite3
 import threading
 import time
@@ -27,7 +26,9 @@ import uuid
 from collections.abc import Callable
 from typing import Final
 
+from plugins.session_persistence.backend import Owner
 from plugins.session_persistence.errors import SessionLockedError, WriterLockLostError
+from plugins.session_persistence.liveness import HOST, holder_alive_as, process_identity
 
 __all__ = [
     "HEARTBEAT_S",
@@ -36,17 +37,15 @@ __all__ = [
     "Heartbeat",
     "check_lock",
     "holder_alive",
+    "live_holder",
     "new_token",
     "now_ms",
-    "pid_alive",
-    "process_identity",
 ]
 
 #: How often a holder refreshes its heartbeat.
 HEARTBEAT_S: Final = 10.0
 #: A heartbeat older than this frees the lock.
 STALE_MS: Final = 30_000
-HOST: Final = socket.gethostname()
 
 _log = logging.getLogger(__name__)
 
@@ -54,44 +53,6 @@ _log = logging.getLogger(__name__)
 def now_ms() -> int:
     """Wall-clock milliseconds (heartbeats are compared across processes)."""
     return time.time_ns() // 1_000_000
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists on this host and is not a zombie."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            state = file.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in (b"Z", b"X")
-
-
-def _boot_id() -> str | None:
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as file:
-            return file.read().strip() or None
-    except OSError:
-        return None
-
-
-def process_identity(pid: int) -> str | None:
-    """`<boot id>/<start time in clock ticks since boot>` of process `pid` (immune to wall-clock
-    changes), or None where /proc cannot tell."""
-    boot = _boot_id()
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            start = file.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError, UnicodeDecodeError):
-        return None
-    return None if boot is None else f"{boot}/{start}"
 
 
 def new_token() -> str:
@@ -102,18 +63,9 @@ def new_token() -> str:
 
 
 def holder_alive(pid: int, token: str) -> bool:
-    """Whether the holder that wrote `token` on this host still runs: its pid is alive and, when
-    the token recorded the process identity, it is still that process."""
-    if not pid_alive(pid):
-        return False
-    recorded = token.partition("@")[2]
-    if not recorded:
-        return True
-    current = process_identity(pid)
-    if current is None:
-        return True
-    boot = _boot_id()
-    return current == recorded and recorded.startswith(f"{boot}/")
+    """Whether the holder that wrote `token` on this host still runs (the seam's liveness rule,
+    with the process identity the token recorded)."""
+    return holder_alive_as(pid, token.partition("@")[2] or None)
 
 
 def _stealable(row: tuple[str, int, str, int], host: str, stale_ms: int) -> bool:
@@ -121,6 +73,17 @@ def _stealable(row: tuple[str, int, str, int], host: str, stale_ms: int) -> bool
     if holder_host == host:
         return not holder_alive(pid, token)
     return now_ms() - heartbeat_at > stale_ms
+
+
+def live_holder(connection: sqlite3.Connection, session_id: str, stale_ms: int) -> Owner | None:
+    """The recorded holder of `session_id`'s lock while it may not be taken over, else None."""
+    row = connection.execute(
+        "SELECT token, pid, host, heartbeat_at FROM session_locks WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    if row is None or _stealable(row, HOST, stale_ms):
+        return None
+    return Owner(row[1], row[2])
 
 
 def check_lock(

@@ -1,4 +1,4 @@
-"""Event rows of the `events` table: encoding a batch and scanning a stored log (spec 02 §7).
+"""Event rows of the `events` table: encoding a batch and scanning a stored log (docs/backends.md).
 
 One row per event, or one per packed chunk run (`type` = the packed tag, `seq`/`time` = the run's
 `seq0`/`time0`, `ignorable = 0`, at most 1024 members and 1 MiB of `data`). Columns:
@@ -12,21 +12,19 @@ One row per event, or one per packed chunk run (`type` = the packed tag, `seq`/`
   NULL: envelopes reload in their written key order, `type, seq, time, data, ignorable?`, then
   the two surface keys.
 
-A stored log is read back with `scan`: the first bad row (undecodable, or not where the previous
-rows end) starts a torn tail unless a valid `turn/end` follows it, which makes it corruption.
+A stored log is read back with `scan`: rows come from transactions, so any bad row (undecodable,
+or not where the previous rows end) is corruption naming its seq, never a torn tail.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 import zstandard
 
 from plugins.session.jsonutil import dumps, loads
-from plugins.session_persistence.errors import SessionPersistenceCorruptionError
 from plugins.session_persistence.packing import (
     CHUNK_TAGS,
     MIN_RUN,
@@ -34,13 +32,13 @@ from plugins.session_persistence.packing import (
     decode_record,
     encode_records,
 )
+from plugins.session_persistence.records import RecordSequence
 
 __all__ = [
     "MAX_PACKED_BYTES",
     "MAX_PACKED_MEMBERS",
     "ZSTD_THRESHOLD",
     "Row",
-    "Scan",
     "decode_row",
     "decode_seqs",
     "encode_rows",
@@ -245,35 +243,27 @@ def decode_row(row: Row) -> list[JsonObject]:
     return [event]
 
 
-@dataclass(frozen=True, slots=True)
-class Scan:
-    """A stored log's committed events and, when its tail is torn, where the tail starts:
-    `torn_from` is the first physical seq to delete and `events` ends at the break."""
-
-    events: list[JsonObject]
-    torn_from: int | None
+def _bad_row(seq: int) -> str:
+    return f"corrupt session log: invalid committed physical row at seq {seq}"
 
 
-def scan(rows: Iterable[Row]) -> Scan:
-    """Decode rows in seq order: a bad row followed by a valid `turn/end` is corruption
-    (`corrupt session log: invalid committed physical row at seq <n>`), else a torn tail."""
-    events: list[JsonObject] = []
-    torn_from: int | None = None
-    broken_at = 0
+def scan(rows: Iterable[Row], next_seq: int) -> list[JsonObject]:
+    """Decode rows in seq order. Rows are written by transactions, which never tear: a row that
+    does not decode, a seq out of place, or a `next_seq` other than where the rows end is
+    corruption naming the seq (the seam's rule for transactional storage)."""
+    records = RecordSequence(can_tear=False, gap=lambda expected, _got: _bad_row(expected))
     for row in rows:
-        seq = row[0]
         try:
             decoded = decode_row(row)
         except ValueError:
-            decoded = None
-        if torn_from is None:
-            if decoded is not None and seq == len(events):
-                events.extend(decoded)
-                continue
-            broken_at = len(events)
-            torn_from = min(seq, broken_at)
-        if decoded is not None and any(event["type"] == "turn/end" for event in decoded):
-            raise SessionPersistenceCorruptionError(
-                f"corrupt session log: invalid committed physical row at seq {broken_at}"
-            )
-    return Scan(events, torn_from)
+            records.bad(_bad_row(len(records.events)))
+        else:
+            records.add(decoded)
+    records.finish(
+        next_seq,
+        lambda stored: (
+            f"corrupt session log: the session row's next seq is {stored} but its rows end before "
+            f"seq {len(records.events)}"
+        ),
+    )
+    return records.events

@@ -1,4 +1,4 @@
-"""Tool timeout policy (`dsh-tool-timeout-policy`, spec 03 §6).
+"""Tool timeout policy (`dsh-tool-timeout-policy`, docs/tools-and-cancellation.md).
 
 One `tools/execute` wrapper: for a tool with `timeout_ms`, the inner pipeline (and the body)
 sees `exec.signal` swapped for a deadline signal; if that deadline fired, the call's result is

@@ -1,5 +1,5 @@
 """Policy decisions: `tools/pre-execute` returns `Allow | Deny | Ask`, `tools/post-execute`
-returns `Accept | Block` (spec 03 §5.5). Every decision may leave `contexts` for the next step."""
+returns `Accept | Block`. Every decision may leave `contexts` for the next step."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Errors of the tools runtime: `HarnessError`s with the stable codes of spec 03 §5."""
+"""Errors of the tools runtime: `HarnessError`s with stable codes.
+
+See docs/tools-and-cancellation.md.
+"""
 
 from __future__ import annotations
 

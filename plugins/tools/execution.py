@@ -1,5 +1,5 @@
 """What a call carries: `ToolExecutionInput` (from the caller) and `ToolExecution` (the `exec`
-handed to listeners and to the tool body), spec 03 §5.3."""
+handed to listeners and to the tool body), docs/tools-and-cancellation.md."""
 
 from __future__ import annotations
 

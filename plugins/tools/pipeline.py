@@ -1,4 +1,4 @@
-"""The execution pipeline (spec 03 §5.5) as four stages the agent loop drives.
+"""The execution pipeline (docs/tools-and-cancellation.md) as four stages the agent loop drives.
 
 `ToolScheduler.prepare(input)` creates the call (argument snapshot), runs `tools/pre-execute`
 and the guards; `dispatch(call)` runs the `tools/execute` waterfall around the tool body;

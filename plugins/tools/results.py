@@ -1,4 +1,5 @@
-"""Tool results: `ToolFailure`, `ToolExecutionResult` and the canonical constructors (spec 03 §5.3).
+"""Tool results: `ToolFailure`, `ToolExecutionResult` and the canonical constructors
+(docs/tools-and-cancellation.md).
 
 `to_json()` gives the persisted camelCase shape
 `{"isError", "content", "value"? (success), "error"? {"message", "info"? {"name", "code"}},

@@ -1,4 +1,4 @@
-"""The JSON Schema subset tools may declare (spec 03 §5.1) and its validator (§5.4).
+"""The JSON Schema subset tools may declare and its validator (§5.4).
 
 `unsupported_keywords(schema)` lists what falls outside the subset (checked at registration);
 `violations(value, schema, root)` returns the exact violation texts, in document order.

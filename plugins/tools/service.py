@@ -1,5 +1,5 @@
 """The `tools` service: registry front (owner-traced through the bound view's caller) and the
-execution entry points (spec 03 §5.2)."""
+execution entry points (docs/tools-and-cancellation.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The `Tool` dataclass (spec 03 §5.1) and its registration-time checks."""
+"""The `Tool` dataclass (docs/tools-and-cancellation.md) and its registration-time checks."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .schema import unsupported_keywords
 if TYPE_CHECKING:
     from .execution import ToolExecution
 
-#: The reserved presentation transport name (spec 03 §5.2).
+#: The reserved presentation transport name (docs/tools-and-cancellation.md).
 RESERVED_NAME = "run_code"
 
 ToolBody = Callable[[Any, "ToolExecution"], Awaitable[Any]]
@@ -53,7 +53,7 @@ class Tool:
     read_only: bool = False
 
     def check(self) -> None:
-        """Raise if the tool cannot be registered (spec 03 §5.1, §5.2 texts)."""
+        """Raise if the tool cannot be registered (docs/tools-and-cancellation.md texts)."""
         if not isinstance(self.name, str) or not self.name:
             raise TypeError(f"tool name must be a non-empty string, got {self.name!r}")
         if self.name == RESERVED_NAME:

@@ -1,4 +1,4 @@
-"""The tool-mode hard crash (spec 04 §5 case 13) on the SQLite and PostgreSQL backends."""
+"""The tool-mode hard crash (docs/checkpoint-policy.md) on the SQLite and PostgreSQL backends."""
 
 from __future__ import annotations
 

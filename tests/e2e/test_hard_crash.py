@@ -1,4 +1,4 @@
-"""Hard-crash acceptance of the checkpoint policy (spec 04 §5: 12, 13, 15; spec 06 R1).
+"""Hard-crash acceptance of the checkpoint policy (docs/checkpoint-policy.md; R1).
 
 A real child Python process runs an agent against the JSONL backend with a 60 s write-behind
 window (so only the policy's barriers persist anything) and is SIGKILLed at a failpoint; a fresh

@@ -1,4 +1,4 @@
-"""Binding names of the framework's public API (spec 01): what manifests, apps and acceptance
+"""Binding names of the framework's public API: what manifests, apps and acceptance
 checks import from `framework` itself."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Abort signals, deadlines and abort scopes (spec 03 §1)."""
+"""Abort signals, deadlines and abort scopes (docs/concepts.md)."""
 
 from __future__ import annotations
 

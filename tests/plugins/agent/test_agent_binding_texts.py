@@ -1,4 +1,4 @@
-"""Exact spec texts of the agent runtime (spec 03 §7.1, §7.2) other tests match only by fragment."""
+"""Exact spec texts of the agent runtime (docs/agent-loop.md) other tests match only by fragment."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The loop under the checkpoint policy: what is durable at each barrier (spec 04 §4)."""
+"""The loop under the checkpoint policy: what is durable at each barrier."""
 
 from __future__ import annotations
 

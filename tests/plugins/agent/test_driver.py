@@ -1,4 +1,4 @@
-"""The driver, turn and step rules (spec 03 §7.3-§7.5, §7.8)."""
+"""The driver, turn and step rules (docs/agent-loop.md)."""
 
 from __future__ import annotations
 

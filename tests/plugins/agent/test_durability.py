@@ -1,4 +1,4 @@
-"""What `when_idle()` promises about durability (spec 03 §7.8), over the real JSONL backend."""
+"""What `when_idle()` promises about durability, over the real JSONL backend."""
 
 from __future__ import annotations
 

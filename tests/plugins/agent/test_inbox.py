@@ -1,4 +1,4 @@
-"""The inbox's splice payloads, claim order, clearing, replay and id checks (spec 03 §7.2)."""
+"""The inbox's splice payloads, claim order, clearing, replay and id checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Resuming a stored session (spec 03 §7.1): repair, `source: "resume"`, turn numbers go on."""
+"""Resuming a stored session: repair, `source: "resume"`, turn numbers go on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Agent-scoped listeners and tools see only their own agent (spec 03 §0, §7.1)."""
+"""Agent-scoped listeners and tools see only their own agent (docs/agent-loop.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The exact event sequences of spec 03 §7.7 for a replayed conversation."""
+"""The exact event sequences of docs/agent-loop.md for a replayed conversation."""
 
 from __future__ import annotations
 

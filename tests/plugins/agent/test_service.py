@@ -1,4 +1,4 @@
-"""The `agents` service: create/dispose lifecycle, rollback, defaults, ownership (spec 03 §7.1)."""
+"""The `agents` service: create/dispose lifecycle, rollback, defaults, ownership."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tool calls of one response (spec 03 §7.6): pool, model order, exclusivity, abort, contexts."""
+"""Tool calls of one response: pool, model order, exclusivity, abort, contexts."""
 
 from __future__ import annotations
 

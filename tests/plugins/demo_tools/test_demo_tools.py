@@ -1,4 +1,4 @@
-"""Demo tools (spec 03 §8): workspace confinement, file tools, the idempotent ledger."""
+"""Demo tools (docs/security.md): workspace confinement, file tools, the idempotent ledger."""
 
 from __future__ import annotations
 

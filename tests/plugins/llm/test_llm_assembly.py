@@ -1,4 +1,4 @@
-"""Block assembly rules (spec 03 §2.4)."""
+"""Block assembly rules (docs/models.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The llm service: registration, prepare_call and the lazy `llm/stream` waterfall (spec 03 §2)."""
+"""The llm service: registration, prepare_call and the lazy `llm/stream` waterfall."""
 
 from __future__ import annotations
 

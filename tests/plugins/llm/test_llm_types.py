@@ -1,4 +1,4 @@
-"""Errors, failures, options and the retry policy (spec 03 §0, §2.1, §2.5)."""
+"""Errors, failures, options and the retry policy (docs/agent-loop.md)."""
 
 from __future__ import annotations
 

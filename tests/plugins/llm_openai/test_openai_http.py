@@ -1,4 +1,4 @@
-"""The OpenAI-compatible adapter against a real HTTP server on 127.0.0.1:0 (spec 03 §4).
+"""The OpenAI-compatible adapter against a real HTTP server on 127.0.0.1:0 (docs/models.md).
 
 The server runs in a thread (`http.server`) and plays one scripted reply per request; replies
 that must hang wait on a `threading.Event` released at teardown.

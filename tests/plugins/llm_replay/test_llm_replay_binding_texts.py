@@ -1,4 +1,4 @@
-"""Exact spec text of the replay adapter's config check (spec 03 §3)."""
+"""Exact spec text of the replay adapter's config check (docs/models.md)."""
 
 from __future__ import annotations
 

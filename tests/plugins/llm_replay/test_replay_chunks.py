@@ -1,4 +1,4 @@
-"""The replay chunk sequence and script validation (spec 03 §3)."""
+"""The replay chunk sequence and script validation (docs/models.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The replay adapter mounted behind the llm service (spec 03 §3)."""
+"""The replay adapter mounted behind the llm service (docs/models.md)."""
 
 from __future__ import annotations
 

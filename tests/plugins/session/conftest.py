@@ -11,7 +11,7 @@ from plugins.session import jsonutil
 from plugins.session_persistence.testing import FIXTURE_NAMES as PERSISTED_FIXTURE_NAMES
 from plugins.session_persistence.testing import FIXTURES
 
-#: `$DSH_FIXTURE_LOGS`, else the repository's `tests/fixtures/original-logs`.
+#: `$DSH_FIXTURE_LOGS`, else the copies shipped in `plugins/session_persistence/testing/`.
 ORIGINAL_LOGS = FIXTURES
 
 

@@ -1,10 +1,10 @@
-"""Exact spec texts of the session package (spec 02 §1) not pinned in full elsewhere."""
+"""Exact spec texts of the session package (docs/event-log.md) not pinned in full elsewhere."""
 
 from __future__ import annotations
 
 from plugins.session.events import KNOWN_EVENT_TYPES
 
-# Spec 02 §1 "Known types", brace groups expanded, in the spec's order.
+# docs/event-log.md "Known types", brace groups expanded, in the spec's order.
 SPEC_KNOWN_TYPES = [
     "agent-preset/selected",
     "agent/inbox/spliced",

@@ -1,4 +1,4 @@
-"""Crash repair closers (spec 02 §3), row by row, plus idempotence properties."""
+"""Crash repair closers (docs/checkpoint-policy.md), row by row, plus idempotence properties."""
 
 from __future__ import annotations
 

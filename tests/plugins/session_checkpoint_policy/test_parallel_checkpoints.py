@@ -1,5 +1,5 @@
-"""N4 (spec 04 §6.3): parallel top-level calls each checkpoint, sharing the persistence drain;
-plus a run of the P2 group-commit benchmark (spec 06), whose figures are never asserted.
+"""N4: parallel top-level calls each checkpoint, sharing the persistence drain;
+plus a run of the P2 group-commit benchmark (README.md), whose figures are never asserted.
 
 A real stack: sessions, llm + replay, tools, JSONL raw with a 60 s write-behind window (so only
 barriers write), the policy and an agent. One response asks for three calls of a

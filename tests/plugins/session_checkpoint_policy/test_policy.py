@@ -1,4 +1,4 @@
-"""The policy's unit acceptance cases (spec 04 §5, 1-11) and its metrics event (§6.3 N1)."""
+"""The policy's unit acceptance cases (1-11) and its metrics event (N1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Acceptance case 14: resuming the original harness's interrupted session (spec 04 §5)."""
+"""Acceptance case 14: resuming the original harness's interrupted session."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exact spec texts of the checkpoint policy: the boot line without a backend (spec 04 §1), the
+"""Exact spec texts of the checkpoint policy: the boot line without a backend, the
 metrics DEBUG line in full and the strict variant's `llm/stream:interval` barrier (§6.2)."""
 
 from __future__ import annotations

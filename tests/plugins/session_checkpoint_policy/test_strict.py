@@ -1,4 +1,4 @@
-"""The strict variant's interval checkpoints (spec 04 §6.1; §6.3 N2, N3)."""
+"""The strict variant's interval checkpoints (docs/checkpoint-policy.md; §6.3 N2, N3)."""
 
 from __future__ import annotations
 

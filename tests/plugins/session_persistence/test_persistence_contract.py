@@ -1,13 +1,13 @@
-"""The contract suite (spec 02 §9) over the in-memory test backend: checks the suite itself and
+"""The contract suite over the in-memory test backend: checks the suite itself and
 the coordinator behind it (the real backends plug in from their own test packages)."""
 
 from __future__ import annotations
 
 import pytest
-from persistence_memory_backend import MemoryBackend, MemoryStorage
 
 from plugins.session_persistence import PersistenceBackend
-from plugins.session_persistence.testing import BackendContract, BackendHarness
+from plugins.session_persistence.testing.contract import BackendContract, BackendHarness
+from plugins.session_persistence.testing.memory import MemoryBackend, MemoryStorage
 
 
 class MemoryHarness(BackendHarness):

@@ -1,4 +1,4 @@
-"""Coordinator rules beyond the contract suite (spec 02 §4.1-§4.3, §6), on JSONL raw files, and
+"""Coordinator rules beyond the contract suite (docs/persistence.md), on JSONL raw files, and
 on the in-memory test backend where a stored log must be shaped by hand."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from persistence_memory_backend import MemoryBackend, MemoryStorage
 
 import plugins.session as session_plugin
 from framework import Context
@@ -37,6 +36,7 @@ from plugins.session_persistence.testing import (
     running,
     texts,
 )
+from plugins.session_persistence.testing.memory import MemoryBackend, MemoryStorage
 from plugins.session_persistence_jsonl import JsonlBackend
 
 pytestmark = pytest.mark.anyio

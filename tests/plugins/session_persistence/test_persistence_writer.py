@@ -1,4 +1,4 @@
-"""The write controller (spec 02 §4.3): window, drains, group commit, failure retention."""
+"""The write controller (docs/persistence.md): window, drains, group commit, failure retention."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
-"""Exact spec texts of the persistence seam (spec 02 §4.1) that other tests pin only by prefix."""
+"""Exact spec texts of the persistence seam that other tests pin only by prefix."""
 
 from __future__ import annotations
 
 import pytest
-from persistence_memory_backend import MemoryBackend, MemoryStorage
 
 from plugins.session_persistence import SessionPersistenceCorruptionError
 from plugins.session_persistence.testing import complete_turn, meta, running
+from plugins.session_persistence.testing.memory import MemoryBackend, MemoryStorage
 
 pytestmark = pytest.mark.anyio
 

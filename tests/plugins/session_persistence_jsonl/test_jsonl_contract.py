@@ -1,4 +1,4 @@
-"""The persistence contract suite (spec 02 §9) over the JSONL backend, raw and zstd."""
+"""The persistence contract suite (docs/persistence.md) over the JSONL backend, raw and zstd."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import zstandard
 
 from plugins.session.jsonutil import dumps, loads
-from plugins.session_persistence.testing import BackendContract, BackendHarness
+from plugins.session_persistence.testing.contract import BackendContract, BackendHarness
 from plugins.session_persistence_jsonl import JsonlBackend
 from plugins.session_persistence_jsonl.frames import scan
 

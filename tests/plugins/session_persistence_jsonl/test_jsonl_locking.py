@@ -1,4 +1,4 @@
-"""Single-writer exclusion (spec 02 §6, R6): session.lock, SessionLockedError, stale writers."""
+"""Single-writer exclusion (docs/backends.md): session.lock, SessionLockedError, stale writers."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from jsonl_helpers import MODES, backend, meta, open_turn, turn, write
 
+from plugins.session_persistence import Owner
 from plugins.session_persistence.errors import SessionLockedError, StaleWriterError
+from plugins.session_persistence_jsonl import lock
 from plugins.session_persistence_jsonl.lock import WriterLock
 
 pytestmark = pytest.mark.anyio
@@ -168,3 +170,24 @@ async def test_creation_under_a_foreign_lock_writes_nothing(tmp_path: Path) -> N
     finally:
         held.release()
     await b.append_batch(meta(), turn(0), is_materialized=False)
+
+
+@pytest.mark.parametrize("proc_locks", [True, False])
+async def test_the_lock_holder_is_read_without_taking_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proc_locks: bool
+) -> None:
+    """`/proc/locks` names the holder; without it a shared probe does; neither takes the lock."""
+    if not proc_locks:
+        monkeypatch.setattr(lock, "_held_per_proc", lambda st: None)
+    holder, reader = backend(tmp_path, "none"), backend(tmp_path, "none")
+    await write(holder, meta(), [turn(0)])
+    assert await reader.owner("s1") is None
+    await holder.acquire_writer("s1")
+    assert await holder.owner("s1") is None  # this instance holds it
+    assert await reader.owner("s1") == Owner(os.getpid(), socket.gethostname())
+    await holder.append_batch(meta(), turn(8, 2), is_materialized=True)  # still the holder's
+    await holder.release_writer("s1")
+    assert await reader.owner("s1") is None
+    await reader.acquire_writer("s1")
+    await reader.aclose()
+    await holder.aclose()

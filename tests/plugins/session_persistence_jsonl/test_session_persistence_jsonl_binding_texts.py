@@ -1,4 +1,4 @@
-"""Exact spec texts of the JSONL backend (spec 02 §5, §6) that other tests pin only by prefix."""
+"""Exact spec texts of the JSONL backend that other tests pin only by prefix."""
 
 from __future__ import annotations
 

@@ -80,9 +80,9 @@ def inject_write_faults(target: PostgresTarget, count: int) -> None:
     )
 
 
-def tear_tail(target: PostgresTarget, session_id: str) -> None:
-    """A torn tail: a half-written row past the session's `next_seq` (what a crash inside a
-    write would leave if rows were not transactional)."""
+def plant_row_past_next_seq(target: PostgresTarget, session_id: str) -> None:
+    """A half-written row past the session's `next_seq` (no transaction leaves one: it is
+    corruption)."""
     execute(
         target,
         "INSERT INTO dsh_events (session_id, seq, type, time, data, key_order) "

@@ -1,9 +1,9 @@
-"""The persistence contract suite (spec 02 §9) over PostgreSQL, one fresh schema per test.
+"""The persistence contract suite (docs/persistence.md) over PostgreSQL, one fresh schema per test.
 
 Behaviour 13 runs a real child process with its own connections (the suite's `hold` child
 builds `PostgresBackend` from `child_factory`). Damage for behaviours 7 and 8 is done with SQL
-on the rows: a half-written last `data` (a torn tail), unparsable `data` before a `turn/end`
-(committed corruption), and the header's `version` column.
+on the rows: the last write never committed (a crash inside it), unparsable `data` before a
+`turn/end` (committed corruption), and the header's `version` column.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pg_helpers import execute, plant_version
 from postgres_support import PostgresTarget
 
 from plugins.session_persistence import PersistenceBackend
-from plugins.session_persistence.testing import BackendContract, BackendHarness
+from plugins.session_persistence.testing.contract import BackendContract, BackendHarness
 from plugins.session_persistence_postgres import PostgresBackend
 
 pytestmark = pytest.mark.postgres
@@ -33,12 +33,18 @@ class PostgresHarness(BackendHarness):
         return "plugins.session_persistence_postgres:PostgresBackend", kwargs
 
     async def tear_tail(self, session_id: str) -> None:
+        """The last write never committed: its row is gone and `next_seq` stands before it."""
         execute(
             self.target,
-            "UPDATE dsh_events SET data = left(data, length(data) / 2) "
-            "WHERE session_id = %s AND seq = (SELECT max(seq) FROM dsh_events "
-            "WHERE session_id = %s)",
+            "DELETE FROM dsh_events WHERE session_id = %s AND seq = (SELECT max(seq) "
+            "FROM dsh_events WHERE session_id = %s)",
             session_id,
+            session_id,
+        )
+        execute(
+            self.target,
+            "UPDATE dsh_sessions SET next_seq = next_seq - 1, revision = revision + 1 "
+            "WHERE id = %s",
             session_id,
         )
 

@@ -8,7 +8,14 @@ import logging
 
 import anyio
 import pytest
-from pg_helpers import backend, execute, inject_write_faults, meta, plant_version, tear_tail
+from pg_helpers import (
+    backend,
+    execute,
+    inject_write_faults,
+    meta,
+    plant_row_past_next_seq,
+    plant_version,
+)
 from pg_helpers import turn as complete_turn
 from postgres_support import PostgresTarget
 
@@ -18,6 +25,7 @@ from framework import Context
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.errors import (
     SessionFormatUnsupportedError,
+    SessionPersistenceCorruptionError,
     SessionPersistenceError,
 )
 
@@ -108,24 +116,24 @@ async def test_a_cancelled_flush_leaves_no_partial_batch(postgres: PostgresTarge
     assert execute(postgres, "SELECT count(*) FROM dsh_events") == [(total,)]
 
 
-async def test_torn_tail_and_version_helpers_reach_the_coordinator(
+async def test_row_damage_and_version_refusals_reach_the_coordinator(
     postgres: PostgresTarget,
 ) -> None:
     b = backend(postgres)
     await b.append_batch(meta("t"), complete_turn(0), is_materialized=False)
     await b.append_batch(meta("v"), complete_turn(0), is_materialized=False)
     await b.aclose()
-    tear_tail(postgres, "t")
+    plant_row_past_next_seq(postgres, "t")
     plant_version(postgres, "v", 1)
     async with Context() as ctx:
         await ctx.plugin(plugins.session)
         await ctx.plugin(pg, postgres.config())
-        loaded = await ctx.sessionPersistence.load("t")
-        assert [dumps(e) for e in loaded.events] == [dumps(e) for e in complete_turn(0)]
+        with pytest.raises(SessionPersistenceCorruptionError, match=r"physical row at seq 5$"):
+            await ctx.sessionPersistence.load("t")
         with pytest.raises(SessionFormatUnsupportedError) as caught:
             await ctx.sessionPersistence.load("v")
     assert str(caught.value) == (
         'session "v" uses log format v1, but this harness reads only v0: the log was written by '
         "a newer harness — upgrade the harness to open it"
     )
-    assert execute(postgres, "SELECT count(*) FROM dsh_events WHERE session_id = 't'") == [(5,)]
+    assert execute(postgres, "SELECT count(*) FROM dsh_events WHERE session_id = 't'") == [(6,)]

@@ -43,22 +43,26 @@ async def test_a_live_session_survives_a_restart_and_is_locked_while_live(
     assert execute(postgres, "SELECT count(*) FROM dsh_session_owners") == [(0,)]
 
 
-async def test_load_commits_the_repair_of_a_torn_open_turn(postgres: PostgresTarget) -> None:
+async def test_load_commits_the_repair_of_an_open_turn(postgres: PostgresTarget) -> None:
     b = backend(postgres)
     opened = [event(5, "turn/start", {"turn": 2}), event(6, "step/start", {"turn": 2, "step": 1})]
     await b.append_batch(meta(), [*turn(0), *opened], is_materialized=False)
     await b.aclose()
-    execute(postgres, "UPDATE dsh_events SET data = 'not json' WHERE seq = 6")
     async with Context() as ctx:
         await ctx.plugin(plugins.session)
         await ctx.plugin(pg, postgres.config())
         inspected = await ctx.sessionPersistence.inspect("s1")
-        assert [e["type"] for e in inspected.events[5:]] == ["turn/start", "turn/end"]
+        assert [e["type"] for e in inspected.events[5:]] == [
+            "turn/start",
+            "step/start",
+            "step/end",
+            "turn/end",
+        ]
         assert execute(postgres, "SELECT count(*) FROM dsh_events") == [(7,)]
         loaded = await ctx.sessionPersistence.load("s1")
         assert [dumps(e) for e in loaded.events] == [dumps(e) for e in inspected.events]
     rows = execute(postgres, "SELECT seq, type FROM dsh_events ORDER BY seq")
-    assert rows[5:] == [(5, "turn/start"), (6, "turn/end")]
+    assert rows[5:] == [(5, "turn/start"), (6, "step/start"), (7, "step/end"), (8, "turn/end")]
 
 
 def test_the_overlay_swaps_the_persistence_row(tmp_path: Path) -> None:

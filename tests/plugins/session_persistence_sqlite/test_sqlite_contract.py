@@ -1,4 +1,4 @@
-"""The persistence contract suite (spec 02 §9) over the SQLite backend."""
+"""The persistence contract suite (docs/persistence.md) over the SQLite backend."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import anyio.to_thread
 import pytest
 from sqlite_helpers import connect, db_path
 
-from plugins.session_persistence.testing import BackendContract, BackendHarness
+from plugins.session_persistence.testing.contract import BackendContract, BackendHarness
 from plugins.session_persistence_sqlite import SqliteBackend
 
 
@@ -35,10 +35,14 @@ class SqliteHarness(BackendHarness):
         await anyio.to_thread.run_sync(run)
 
     async def tear_tail(self, session_id: str) -> None:
-        """The last row's data is cut in half (a write that never completed)."""
+        """The last write never committed: its row is gone and `next_seq` stands before it."""
         await self._execute(
-            "UPDATE events SET data = substr(data, 1, length(data) / 2)"
-            " WHERE session_id = ?1 AND seq = (SELECT max(seq) FROM events WHERE session_id = ?1)",
+            "DELETE FROM events WHERE session_id = ?1"
+            " AND seq = (SELECT max(seq) FROM events WHERE session_id = ?1)",
+            session_id,
+        )
+        await self._execute(
+            "UPDATE sessions SET next_seq = next_seq - 1, revision = revision + 1 WHERE id = ?",
             session_id,
         )
 

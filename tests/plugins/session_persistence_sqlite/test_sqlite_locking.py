@@ -15,14 +15,8 @@ import pytest
 from sqlite_helpers import backend, connect, create_database, meta, turn, write
 
 from plugins.session_persistence.errors import SessionLockedError, WriterLockLostError
-from plugins.session_persistence_sqlite.locks import (
-    HOST,
-    holder_alive,
-    new_token,
-    now_ms,
-    pid_alive,
-    process_identity,
-)
+from plugins.session_persistence.liveness import HOST, pid_alive, process_identity
+from plugins.session_persistence_sqlite.locks import holder_alive, new_token, now_ms
 
 pytestmark = pytest.mark.anyio
 

@@ -111,7 +111,7 @@ def test_packed_rows_have_ignorable_zero_and_respect_the_member_limit() -> None:
         (2 + MAX_PACKED_MEMBERS, "assistant/chunk", None),
     ]
     assert len(loads(text_of(rows[1][3]))["texts"]) == MAX_PACKED_MEMBERS
-    assert scan(rows).events == events
+    assert scan(rows, len(events)) == events
 
 
 def test_packed_rows_respect_the_byte_limit() -> None:
@@ -122,7 +122,7 @@ def test_packed_rows_respect_the_byte_limit() -> None:
     assert len(rows) > 1
     for row in rows:
         assert len(text_of(row[3]).encode()) <= MAX_PACKED_BYTES
-    assert scan(rows).events == events
+    assert scan(rows, len(events)) == events
 
 
 def test_a_short_rest_after_splitting_is_stored_unpacked() -> None:
@@ -164,31 +164,42 @@ def test_invalid_packed_rows_are_refused() -> None:
             decode_row(bad(row, **columns))  # type: ignore[arg-type]
 
 
-def test_scan_torn_tail_after_the_last_turn_end() -> None:
+def test_scan_bad_last_row_is_corruption_never_a_torn_tail() -> None:
+    """A transaction never tears: a bad last row (even after the last turn/end) is corruption."""
     events = turn(0) + turn(8, 2)
     rows = encode_rows(events)
     broken = [*rows[:-1], bad(rows[-1], data="{")]
-    result = scan(broken)  # type: ignore[arg-type]
-    assert result.events == events[:-1]
-    assert result.torn_from == 15
+    with pytest.raises(
+        SessionPersistenceCorruptionError,
+        match=r"^corrupt session log: invalid committed physical row at seq 15$",
+    ):
+        scan(broken, len(events))  # type: ignore[arg-type]
     gap = [row for row in rows if row[0] != 10]  # step/start of turn 2 missing
-    result = scan(gap[:-1])  # without the final turn/end
-    assert result.events == events[:10]
-    assert result.torn_from == 10
-    assert scan(rows).torn_from is None
+    with pytest.raises(SessionPersistenceCorruptionError, match=r"at seq 10$"):
+        scan(gap[:-1], len(events))
+    assert scan(rows, len(events)) == events
 
 
 def test_scan_corruption_before_a_valid_turn_end() -> None:
-    rows = encode_rows(turn(0) + turn(8, 2))
+    events = turn(0) + turn(8, 2)
+    rows = encode_rows(events)
     broken = [bad(row, data="{") if row[0] == 9 else row for row in rows]
     with pytest.raises(
         SessionPersistenceCorruptionError,
         match=r"^corrupt session log: invalid committed physical row at seq 9$",
     ):
-        scan(broken)  # type: ignore[arg-type]
+        scan(broken, len(events))  # type: ignore[arg-type]
     gap = [row for row in rows if row[0] != 9]
     with pytest.raises(SessionPersistenceCorruptionError, match=r"at seq 9$"):
-        scan(gap)
+        scan(gap, len(events))
+
+
+def test_scan_a_next_seq_other_than_the_rows_end_is_corruption() -> None:
+    events = turn(0)
+    rows = encode_rows(events)
+    for next_seq in (len(events) - 1, len(events) + 1):
+        with pytest.raises(SessionPersistenceCorruptionError, match=rf"next seq is {next_seq} "):
+            scan(rows, next_seq)
 
 
 _kinds = st.sampled_from(["text-delta", "reasoning-delta", "tool-call-delta", "plain"])
@@ -217,6 +228,5 @@ def test_batches_round_trip_through_rows(items: list[tuple[str, str, int]]) -> N
         events.append(item)
     rows = encode_rows(events)
     assert sum(row[1].endswith("-chunks") for row in rows) <= len(events) // 3
-    result = scan(rows)
-    assert result.torn_from is None
-    assert [dumps(e) for e in result.events] == [dumps(e) for e in events]
+    result = scan(rows, len(events))
+    assert [dumps(e) for e in result] == [dumps(e) for e in events]

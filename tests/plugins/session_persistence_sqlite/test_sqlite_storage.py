@@ -17,7 +17,6 @@ from plugins.session_persistence.errors import (
     SessionPersistenceError,
     StaleWriterError,
 )
-from plugins.session_persistence_sqlite import TornMarker
 
 pytestmark = pytest.mark.anyio
 
@@ -149,40 +148,68 @@ async def test_read_raw_is_refused(tmp_path: Path) -> None:
     assert b.locate(meta()).kind == "database"
 
 
-async def test_torn_rows_are_repaired_in_one_transaction(tmp_path: Path) -> None:
+async def test_a_bad_last_row_is_corruption_naming_its_seq(tmp_path: Path) -> None:
+    """Rows come from transactions, which never tear: bad JSON in the last row of a closed turn
+    is corruption, not a shorter log a repair would then make permanent."""
     b = backend(tmp_path)
-    events = turn(0) + open_turn(8, 2)
+    events = turn(0) + turn(8, 2)
     await write(b, meta(), [events])
     with connect(tmp_path) as db:
-        db.execute("UPDATE events SET data = x'00' WHERE seq = 9")
-    stored = await b.load_stored("s1")
-    assert stored is not None
-    assert stored.events == events[:9]
-    assert isinstance(stored.torn_marker, TornMarker)
-    assert stored.torn_marker.delete_from == 9
-    closers = [event(9, "turn/end", {"turn": 2, "reason": {"kind": "interrupted"}})]
-    await b.commit_repair(stored.meta, stored.torn_marker, closers)
-    again = await backend(tmp_path).load_stored("s1")
-    assert again is not None
-    assert again.torn_marker is None
-    assert again.events == events[:9] + closers
-    assert again.revision != stored.revision
-    await b.append_batch(meta(), turn(10, 3), is_materialized=True)
+        db.execute("UPDATE events SET data = '{\"turn\":' WHERE seq = 15")
+        before = db.execute("SELECT * FROM events ORDER BY seq").fetchall()
+    with pytest.raises(
+        SessionPersistenceCorruptionError,
+        match=r"^corrupt session log: invalid committed physical row at seq 15$",
+    ):
+        await b.load_stored("s1")
+    with connect(tmp_path) as db:
+        assert db.execute("SELECT * FROM events ORDER BY seq").fetchall() == before
     await b.aclose()
 
 
-async def test_missing_tail_rows_are_a_torn_tail(tmp_path: Path) -> None:
+@pytest.mark.parametrize("next_seq", [14, 17])
+async def test_a_next_seq_that_disagrees_with_the_rows_is_corruption(
+    tmp_path: Path, next_seq: int
+) -> None:
+    b = backend(tmp_path)
+    await write(b, meta(), [turn(0) + turn(8, 2)])
+    with connect(tmp_path) as db:
+        db.execute("UPDATE sessions SET next_seq = ?", (next_seq,))
+    with pytest.raises(SessionPersistenceCorruptionError) as caught:
+        await b.load_stored("s1")
+    assert str(caught.value) == (
+        f"corrupt session log: the session row's next seq is {next_seq} but its rows end "
+        "before seq 16"
+    )
+    await b.aclose()
+
+
+async def test_missing_last_rows_are_corruption(tmp_path: Path) -> None:
     b = backend(tmp_path)
     await write(b, meta(), [turn(0) + open_turn(8, 2)])
     with connect(tmp_path) as db:
         db.execute("DELETE FROM events WHERE seq >= 10")
+    with pytest.raises(
+        SessionPersistenceCorruptionError, match=r"next seq is 14 but its rows end before seq 10$"
+    ):
+        await b.load_stored("s1")
+    await b.aclose()
+
+
+async def test_commit_repair_inserts_closers_and_refuses_a_marker(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    events = turn(0) + open_turn(8, 2)
+    await write(b, meta(), [events])
     stored = await b.load_stored("s1")
     assert stored is not None
-    assert len(stored.events) == 10
-    assert isinstance(stored.torn_marker, TornMarker)
-    await b.commit_repair(stored.meta, stored.torn_marker, [])
-    with connect(tmp_path) as db:
-        assert db.execute("SELECT next_seq FROM sessions").fetchone() == (10,)
+    assert stored.torn_marker is None
+    closers = [event(len(events), "turn/end", {"turn": 2, "reason": {"kind": "interrupted"}})]
+    assert await b.commit_repair(stored.meta, None, closers) is None
+    again = await backend(tmp_path).load_stored("s1")
+    assert again is not None
+    assert again.events == events + closers
+    with pytest.raises(TypeError, match="no torn tail"):
+        await b.commit_repair(stored.meta, 3, [])
     await b.aclose()
 
 
@@ -202,27 +229,21 @@ async def test_corrupt_rows_raise_and_stay_untouched(tmp_path: Path) -> None:
     await b.aclose()
 
 
-async def test_a_repair_against_a_moved_tail_is_stale(tmp_path: Path) -> None:
+async def test_a_repair_of_a_moved_log_is_stale(tmp_path: Path) -> None:
     a, b = backend(tmp_path), backend(tmp_path)
     await write(a, meta(), [open_turn(0)])
-    with connect(tmp_path) as db:
-        db.execute("UPDATE events SET data = '[' WHERE seq = 1")
     first = await a.load_stored("s1")
     second = await b.load_stored("s1")
     assert first is not None
     assert second is not None
-    closers = [event(1, "turn/end", {"turn": 1, "reason": {"kind": "interrupted"}})]
-    await a.commit_repair(first.meta, first.torn_marker, closers)
-    with pytest.raises(
-        SessionPersistenceError,
-        match=r"^session s1 repair is stale: physical tail no longer starts at seq 1$",
-    ):
-        await b.commit_repair(second.meta, second.torn_marker, closers)
+    seq = len(first.events)
+    closers = [event(seq, "turn/end", {"turn": 1, "reason": {"kind": "interrupted"}})]
+    await a.commit_repair(first.meta, None, closers)
+    with pytest.raises(StaleWriterError):
+        await b.commit_repair(second.meta, None, closers)
     third = await b.load_stored("s1")
     assert third is not None
-    assert third.events == [open_turn(0)[0], *closers]
-    with pytest.raises(TypeError):
-        await b.commit_repair(third.meta, object(), [])
+    assert third.events == [*open_turn(0), *closers]
     await a.aclose()
     await b.aclose()
 

@@ -1,4 +1,4 @@
-"""The tool timeout policy (spec 03 §6): exact TOOL_TIMEOUT result, JS ms text, body awaited."""
+"""The tool timeout policy: exact TOOL_TIMEOUT result, JS ms text, body awaited."""
 
 from __future__ import annotations
 

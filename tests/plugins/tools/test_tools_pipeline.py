@@ -1,4 +1,4 @@
-"""The execution pipeline (spec 03 §5.5): stage order, scopes, FINAL vs POST, every code."""
+"""The execution pipeline: stage order, scopes, FINAL vs POST, every code."""
 
 from __future__ import annotations
 

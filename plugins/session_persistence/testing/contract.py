@@ -1,9 +1,9 @@
-"""The reusable persistence-backend contract suite (spec 02 §9) and its test helpers.
+"""The reusable persistence-backend contract suite: the behaviours every backend must show.
 
 Plug a backend in with a harness and a test class, in the backend's own test module::
 
     import pytest
-    from plugins.session_persistence.testing import BackendContract, BackendHarness
+    from plugins.session_persistence.testing.contract import BackendContract, BackendHarness
 
     class MyHarness(BackendHarness):
         name = "mybackend"
@@ -17,7 +17,7 @@ Plug a backend in with a harness and a test class, in the backend's own test mod
         def child_factory(self):                    # the same, built in a child process
             return "my_package.backend:MyBackend", {"root": str(self.root)}
 
-        async def tear_tail(self, session_id): ...  # damage the last stored event (torn tail)
+        async def tear_tail(self, session_id): ...  # leave the log as a crash in its last write
         async def corrupt_committed(self, session_id): ...  # damage an event before a turn/end
         async def set_format_version(self, session_id, version): ...  # rewrite header version
 
@@ -29,196 +29,58 @@ Plug a backend in with a harness and a test class, in the backend's own test mod
 Every `test_*` method of `BackendContract` then runs against the backend (on asyncio and trio;
 an asyncio-only backend overrides the `anyio_backend` fixture in its module). The suite mounts
 the real `sessions` plugin and the `sessionPersistence` service over the backend wrapped in a
-`FaultInjector` (counts `append_batch` calls, injects failures, holds writes in flight), drives
-the batching window with a `FakeClock`, and for behaviour 13 runs real child processes
-(`python -m plugins.session_persistence.testing hold <spec>`). The original harness's fixture
-logs are read from `$DSH_FIXTURE_LOGS` (default: the repository's `tests/fixtures/original-logs`);
-a missing log fails the copy-through test.
+`FaultInjector`, drives the batching window with a `FakeClock`, and for behaviour 13 runs real
+child processes (`python -m plugins.session_persistence.testing.child hold <spec>`). A missing
+fixture log fails the copy-through test.
 """
 
 from __future__ import annotations
 
 import abc
-import builtins
-import importlib
 import json
 import logging
-import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.lowlevel
+import anyio.abc
 import pytest
 
-import plugins.session as session_plugin
-from framework import Context, Fiber
-from plugins.session import Session, SessionStore
-from plugins.session.events import live_event
-from plugins.session.jsonutil import dumps, loads
+from plugins.session import SessionStore
+from plugins.session.jsonutil import loads
 from plugins.session.repair import interrupted_turn_closers
 
-from .backend import JsonObject, Location, PersistenceBackend, Snapshot, StoredLog
-from .config import Config
-from .errors import (
+from ..backend import JsonObject, Owner, PersistenceBackend
+from ..errors import (
     SessionFormatUnsupportedError,
     SessionLockedError,
     SessionPersistenceCorruptionError,
     SessionPersistenceError,
     StaleWriterError,
 )
-from .service import SessionPersistenceService, mount_persistence
-
-__all__ = [
-    "CWD",
-    "BackendContract",
-    "BackendHarness",
-    "FakeClock",
-    "FaultInjector",
-    "World",
-    "complete_turn",
-    "event",
-    "meta",
-    "open_step_turn",
-    "open_tool_turn",
-    "read_fixture",
-    "replay",
-    "running",
-    "texts",
-]
-
-T0 = 1_767_225_600_000
-CWD = "/home/user/project"
-FIXTURES = Path(
-    os.environ.get(
-        "DSH_FIXTURE_LOGS",
-        Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "original-logs",
-    )
-)
-#: The original harness's logs every backend must read (a missing one fails, never skips).
-FIXTURE_NAMES = (
-    "advanced-toolchain.jsonl",
-    "fs-policy-reject.jsonl",
-    "goal-multi-turn-actions.jsonl",
-    "tool-outcome-unknown-resumed.jsonl",
+from . import (
+    CWD,
+    FIXTURE_NAMES,
+    FIXTURES,
+    T0,
+    complete_turn,
+    event,
+    meta,
+    open_step_turn,
+    open_tool_turn,
+    read_fixture,
+    replay,
+    running,
+    store,
+    texts,
 )
 
-
-# -- clock and fault injection --------------------------------------------------------------------
-
-
-class FakeClock:
-    """A manual clock for the batching window: `mount_persistence(..., clock=FakeClock())`.
-
-    Time stands still until `advance` moves it (and wakes the timers that became due).
-    """
-
-    def __init__(self) -> None:
-        self._now = 0.0
-        self._sleepers: list[tuple[float, anyio.Event]] = []
-
-    def now(self) -> float:
-        return self._now
-
-    async def sleep_until(self, deadline: float) -> None:
-        wake = anyio.Event()
-        entry = (deadline, wake)
-        self._sleepers.append(entry)
-        try:
-            if deadline > self._now:
-                await wake.wait()
-            else:
-                await anyio.lowlevel.checkpoint()
-        finally:
-            self._sleepers.remove(entry)
-
-    async def advance(self, ms: float) -> None:
-        """Let armed timers start, move time forward, wake the sleepers due, let them run."""
-        await anyio.wait_all_tasks_blocked()
-        self._now += ms / 1000
-        for deadline, wake in list(self._sleepers):
-            if deadline <= self._now + 1e-9:
-                wake.set()
-        await anyio.wait_all_tasks_blocked()
-
-
-class FaultInjector:
-    """Wraps a backend: records each `append_batch` (and counts `load_stored` calls), fails
-    writes on demand, holds them open.
-
-    `fault`: raised by `append_batch` and `commit_repair` (before the inner backend is called)
-    while set. `gate`: when set, each write waits for it after announcing itself on `started`.
-    """
-
-    def __init__(self, inner: PersistenceBackend) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.appends: list[list[JsonObject]] = []
-        self.loads = 0
-        self.fault: Exception | None = None
-        self.gate: anyio.Event | None = None
-        self.started: anyio.Event | None = None
-
-    def locate(self, meta: JsonObject) -> Location | None:
-        return self.inner.locate(meta)
-
-    async def read_raw(self, session_id: str) -> bytes:
-        return await self.inner.read_raw(session_id)
-
-    async def load_stored(self, session_id: str) -> StoredLog | None:
-        self.loads += 1
-        return await self.inner.load_stored(session_id)
-
-    async def read_stored_revision(self, session_id: str) -> str | None:
-        return await self.inner.read_stored_revision(session_id)
-
-    async def _enter_write(self) -> None:
-        if self.started is not None:
-            self.started.set()
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.fault is not None:
-            raise self.fault
-
-    async def append_batch(
-        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
-    ) -> None:
-        await self._enter_write()
-        await self.inner.append_batch(meta, events, is_materialized=is_materialized)
-        self.appends.append(list(events))
-
-    async def commit_repair(
-        self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
-    ) -> None:
-        await self._enter_write()
-        await self.inner.commit_repair(meta, marker, closers)
-
-    async def list(self) -> builtins.list[JsonObject]:
-        return await self.inner.list()
-
-    async def list_snapshots(self) -> builtins.list[Snapshot]:
-        return await self.inner.list_snapshots()
-
-    async def acquire_writer(self, session_id: str) -> None:
-        await self.inner.acquire_writer(session_id)
-
-    async def release_writer(self, session_id: str) -> None:
-        await self.inner.release_writer(session_id)
-
-    async def store_identity(self) -> str:
-        return await self.inner.store_identity()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-# -- the harness a backend supplies ---------------------------------------------------------------
+__all__ = ["BackendContract", "BackendHarness", "holding"]
 
 
 class BackendHarness(abc.ABC):
@@ -241,7 +103,8 @@ class BackendHarness(abc.ABC):
     @abc.abstractmethod
     async def tear_tail(self, session_id: str) -> None:
         """Leave the stored log as a crash inside its last write would: the last stored event
-        is lost (partially written); every earlier batch survives."""
+        is lost (half written to a file; never committed to a database); every earlier batch
+        survives."""
 
     @abc.abstractmethod
     async def corrupt_committed(self, session_id: str) -> None:
@@ -252,144 +115,34 @@ class BackendHarness(abc.ABC):
         """Rewrite the stored header's format version."""
 
 
-# -- events ---------------------------------------------------------------------------------------
-
-
-def event(
-    seq: int,
-    kind: str,
-    data: Any,
-    *,
-    surface_op: Any = None,
-    source: list[int] | None = None,
-    ignorable: bool = False,
-) -> JsonObject:
-    """An event in live key order at time `T0 + seq`."""
-    return live_event(
-        kind,
-        seq,
-        T0 + seq,
-        data,
-        ignorable=ignorable,
-        source_event_seqs=source,
-        surface_op=surface_op,
-    )
-
-
-def _user(seq: int, text: str) -> JsonObject:
-    message = {
-        "id": f"user-{seq}",
-        "role": "user",
-        "content": [{"type": "text", "text": text}],
-        "source": {"kind": "user"},
-    }
-    return event(seq, "user/message", message, surface_op="append")
-
-
-def _assistant(seq: int, turn: int, content: list[JsonObject]) -> JsonObject:
-    message = {
-        "id": f"assistant-{seq}",
-        "role": "assistant",
-        "content": content,
-        "source": {"kind": "model", "provider": "replay", "model": "replay-1"},
-    }
-    data = {"turn": turn, "step": 1, "message": message}
-    return event(seq, "assistant/message", data, surface_op="append")
-
-
-def open_step_turn(start: int, turn: int = 1) -> list[JsonObject]:
-    """`turn/start`, `user/message`, `step/start`: a turn cut off in its open step."""
-    return [
-        event(start, "turn/start", {"turn": turn}),
-        _user(start + 1, f"question {turn}"),
-        event(start + 2, "step/start", {"turn": turn, "step": 1}),
-    ]
-
-
-def complete_turn(start: int, turn: int = 1) -> list[JsonObject]:
-    """A balanced turn of six events from seq `start`."""
-    answer = _assistant(start + 3, turn, [{"type": "text", "text": f"answer {turn}"}])
-    return [
-        *open_step_turn(start, turn),
-        answer,
-        event(start + 4, "step/end", {"turn": turn, "step": 1}),
-        event(start + 5, "turn/end", {"turn": turn, "reason": {"kind": "completed"}}),
-    ]
-
-
-def open_tool_turn(start: int, turn: int = 1, *, started: bool) -> list[JsonObject]:
-    """A turn cut off after the model asked for tool call `call-<turn>` (logged as started, a
-    `tool/call`, when `started`)."""
-    call = {"type": "tool-call", "id": f"call-{turn}", "name": "probe", "arguments": "{}"}
-    events = [*open_step_turn(start, turn), _assistant(start + 3, turn, [call])]
-    if started:
-        data = {"turn": turn, "step": 1, "callId": f"call-{turn}", "name": "probe"}
-        events.append(event(start + 4, "tool/call", {**data, "arguments": "{}"}))
-    return events
-
-
-def replay(session: Session, events: Sequence[JsonObject]) -> None:
-    """Append builder events to a live session (its own seqs and times)."""
-    for item in events:
-        session.append(
-            item["type"],
-            item["data"],
-            surface_op=item.get("surfaceOp"),
-            source_event_seqs=item.get("sourceEventSeqs"),
-        )
-
-
-def texts(events: Sequence[JsonObject]) -> list[str]:
-    """Events as their JSON text: equal lists mean byte-equal logs."""
-    return [dumps(item) for item in events]
-
-
-def meta(session_id: str, created_at: int = 1000, **extra: Any) -> JsonObject:
-    """Session metadata at the suite's cwd."""
-    return {"id": session_id, "createdAt": created_at, "cwd": CWD, **extra}
-
-
-# -- a running harness world ----------------------------------------------------------------------
-
-
-@dataclass
-class World:
-    """A root Context with `sessions` and `sessionPersistence` over one backend instance."""
-
-    ctx: Context
-    service: SessionPersistenceService
-    sessions: SessionStore
-    backend: FaultInjector
-    clock: FakeClock
-    fiber: Fiber
+# -- the contract ---------------------------------------------------------------------------------
 
 
 @asynccontextmanager
-async def running(
-    backend: PersistenceBackend, clock: FakeClock | None = None
-) -> AsyncIterator[World]:
-    """Mount `sessions` and `sessionPersistence` (over `backend`, fault-injectable) in a root
-    Context driven by a fake clock; leaving disposes everything."""
-    clock = clock or FakeClock()
-    injector = backend if isinstance(backend, FaultInjector) else FaultInjector(backend)
+async def holding(
+    harness: BackendHarness, session_id: str, events: list[JsonObject]
+) -> AsyncIterator[anyio.abc.Process]:
+    """A child process owning live session `session_id` with `events` flushed (see `child`);
+    killed on exit."""
+    factory, kwargs = harness.child_factory()
+    spec: JsonObject = {"factory": factory, "kwargs": kwargs, "session": session_id, "cwd": CWD}
+    spec["events"] = events
+    command = [sys.executable, "-m", "plugins.session_persistence.testing.child", "hold"]
+    child = await anyio.open_process([*command, json.dumps(spec)], stderr=None)
+    try:
+        assert child.stdout is not None
+        with anyio.fail_after(60):
+            line = b""
+            while not line.endswith(b"\n"):
+                line += await child.stdout.receive(1)
+        assert line == b"ready\n", f"child failed: {line!r}"
+        yield child
+    finally:
+        if child.returncode is None:
+            child.kill()
+        with anyio.CancelScope(shield=True):
+            await child.aclose()
 
-    async def persistence(ctx: Context, config: object) -> Any:
-        return await mount_persistence(ctx, injector, Config(), clock=clock)
-
-    async with Context() as ctx:
-        await ctx.plugin(session_plugin)
-        fiber = ctx.plugin(persistence)
-        await fiber
-        yield World(ctx, ctx.sessionPersistence, ctx.sessions, injector, clock, fiber)
-
-
-async def _store(world: World, session_id: str, *batches: list[JsonObject], **extra: Any) -> None:
-    await world.service.create(meta(session_id, **extra))
-    for batch in batches:
-        await world.service.append(session_id, batch)
-
-
-# -- the contract ---------------------------------------------------------------------------------
 
 _REFUSED_VALUES: list[Any] = [
     (1, 2),
@@ -410,7 +163,7 @@ _LOSSY_BATCH = (
 
 
 class BackendContract:
-    """Spec 02 §9: the behaviours every persistence backend must show (`test_bNN_*`)."""
+    """docs/persistence.md: the behaviours every persistence backend must show (`test_bNN_*`)."""
 
     pytestmark = pytest.mark.anyio
 
@@ -425,7 +178,7 @@ class BackendContract:
     ) -> None:
         events = complete_turn(0)
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", events[:2], events[2:], agentPreset="coder")
+            await store(w, "s1", events[:2], events[2:], agentPreset="coder")
         async with running(harness.new_backend()) as w:
             log = await w.service.load("s1")
         assert log.header == {
@@ -534,7 +287,7 @@ class BackendContract:
     async def test_b03_a_fresh_instance_adopts_and_continues(self, harness: BackendHarness) -> None:
         first, second = complete_turn(0), complete_turn(6, 2)
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", first)
+            await store(w, "s1", first)
         async with running(harness.new_backend()) as w:
             await w.service.append("s1", second)
             with pytest.raises(SessionPersistenceError) as caught:
@@ -561,7 +314,7 @@ class BackendContract:
             },
         ]
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", stored)
+            await store(w, "s1", stored)
             before = await w.backend.read_stored_revision("s1")
             inspected = await w.service.inspect("s1")
             assert texts(inspected.events) == texts(stored + closers)
@@ -610,7 +363,7 @@ class BackendContract:
             f'"data":{{"turn":1,"reason":{{"kind":"interrupted"}}}}}}',
         ]
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", stored)
+            await store(w, "s1", stored)
             await w.service.load("s1")
         async with running(harness.new_backend()) as w:
             assert texts(await w.service.read_from("s1", seq)) == expected
@@ -633,7 +386,7 @@ class BackendContract:
     async def test_b06_read_from(self, harness: BackendHarness) -> None:
         stored = complete_turn(0) + open_step_turn(6, 2)
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", stored)
+            await store(w, "s1", stored)
             assert texts(await w.service.read_from("s1", 0)) == texts(stored)
             assert texts(await w.service.read_from("s1", 7)) == texts(stored[7:])
             assert await w.service.read_from("s1", len(stored)) == []
@@ -647,8 +400,8 @@ class BackendContract:
 
     async def test_b06_revisions(self, harness: BackendHarness) -> None:
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", complete_turn(0) + open_step_turn(6, 2))
-            await _store(w, "s2", complete_turn(0))
+            await store(w, "s1", complete_turn(0) + open_step_turn(6, 2))
+            await store(w, "s2", complete_turn(0))
 
             async def revisions() -> dict[str, str]:
                 snaps = await w.service.list_snapshots()
@@ -678,7 +431,7 @@ class BackendContract:
         )
         async with running(harness.new_backend()) as w:
             for session_id, created_at in (("b", 3000), ("a", 3000), ("z", 1000)):
-                await _store(w, session_id, complete_turn(0), created_at=created_at)
+                await store(w, session_id, complete_turn(0), created_at=created_at)
             await w.service.create(full)
             await w.service.append("child", complete_turn(0))
         async with running(harness.new_backend()) as w:
@@ -694,7 +447,7 @@ class BackendContract:
         self, harness: BackendHarness, version: int
     ) -> None:
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", complete_turn(0))
+            await store(w, "s1", complete_turn(0))
         await harness.set_format_version("s1", version)
         async with running(harness.new_backend()) as w:
             location = w.service.locate(meta("s1"))
@@ -714,7 +467,7 @@ class BackendContract:
         kept = event(6, "future/thing", {"x": 1}, ignorable=True)
         refused = event(7, "future/other", {"y": 2})
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", [*complete_turn(0), kept])
+            await store(w, "s1", [*complete_turn(0), kept])
             assert texts((await w.service.load("s1")).events) == texts([*complete_turn(0), kept])
             await w.service.append("s1", [refused])
         async with running(harness.new_backend()) as w:
@@ -735,7 +488,7 @@ class BackendContract:
     ) -> None:
         first, second = complete_turn(0), open_tool_turn(6, 2, started=True)
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", first, second)
+            await store(w, "s1", first, second)
         await harness.tear_tail("s1")
         async with running(harness.new_backend()) as w:
             log = await w.service.load("s1")
@@ -751,7 +504,7 @@ class BackendContract:
         self, harness: BackendHarness
     ) -> None:
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", complete_turn(0), complete_turn(6, 2))
+            await store(w, "s1", complete_turn(0), complete_turn(6, 2))
         await harness.corrupt_committed("s1")
         async with running(harness.new_backend()) as w:
             before = await w.backend.read_stored_revision("s1")
@@ -917,7 +670,7 @@ class BackendContract:
         self, harness: BackendHarness
     ) -> None:
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", complete_turn(0))
+            await store(w, "s1", complete_turn(0))
             preparation = await w.service.prepare("s1")
             with pytest.raises(SessionPersistenceError) as caught:
                 await w.service.append("s1", complete_turn(6, 2))
@@ -943,7 +696,7 @@ class BackendContract:
 
     async def test_b12_a_released_preparation_frees_the_id(self, harness: BackendHarness) -> None:
         async with running(harness.new_backend()) as w:
-            await _store(w, "s1", complete_turn(0))
+            await store(w, "s1", complete_turn(0))
             preparation = await w.service.prepare("s1")
             preparation.release()
             await w.service.append("s1", complete_turn(6, 2))
@@ -951,8 +704,8 @@ class BackendContract:
 
     async def test_b12_collision_texts(self, harness: BackendHarness) -> None:
         async with running(harness.new_backend()) as w:
-            await _store(w, "stored", complete_turn(0))
-            await _store(w, "tracked", complete_turn(0))
+            await store(w, "stored", complete_turn(0))
+            await store(w, "tracked", complete_turn(0))
             await w.service.load("tracked")
         async with running(harness.new_backend()) as w:
             elsewhere = w.sessions.create("stored", meta={"cwd": "/elsewhere"})
@@ -1039,58 +792,80 @@ class BackendContract:
     ) -> None:
         if not harness.cross_process:
             pytest.skip(f"{harness.name} cannot be shared between processes")
-        factory, kwargs = harness.child_factory()
-        seed = open_tool_turn(0, started=True)
-        spec: JsonObject = {"factory": factory, "kwargs": kwargs, "session": "shared", "cwd": CWD}
-        spec["events"] = seed
-        command = [sys.executable, "-m", "plugins.session_persistence.testing", "hold"]
-        child = await anyio.open_process([*command, json.dumps(spec)], stderr=None)
-        try:
-            assert child.stdout is not None
-            with anyio.fail_after(60):
-                line = b""
-                while not line.endswith(b"\n"):
-                    line += await child.stdout.receive(1)
-            assert line == b"ready\n", f"child failed: {line!r}"
-            async with running(harness.new_backend()) as w:
-                before = await w.backend.read_stored_revision("shared")
-                stored = await w.service.read_from("shared", 0)
-                with pytest.raises(SessionLockedError) as caught:
-                    await w.service.append("shared", [event(len(stored), "step/end", {})])
-                assert (caught.value.session_id, caught.value.pid) == ("shared", child.pid)
-                assert caught.value.host == socket.gethostname()
-                assert str(caught.value) == (
-                    f'session "shared" is locked by another writer (pid {child.pid} on host '
-                    f"{socket.gethostname()})"
-                )
-                with pytest.raises(SessionLockedError):
-                    await w.service.load("shared")  # its repair would write
-                live = w.sessions.create("shared", seed=stored, meta={"cwd": CWD, "createdAt": 1})
-                with pytest.raises(SessionLockedError):
-                    await w.sessions.flush(live)
-                w.sessions.dispose(live)
-                assert await w.backend.read_stored_revision("shared") == before
-                child.send_signal(signal.SIGKILL)
-                await child.wait()
-                log = await w.service.load("shared")  # takes over and repairs
-                assert log.events[-1]["data"]["reason"] == {"kind": "interrupted"}
-                assert log.events[len(stored)]["data"]["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
-                await w.service.append("shared", complete_turn(len(log.events), 2))
-                total = len(log.events) + 6
-            async with running(harness.new_backend()) as w:
-                assert len((await w.service.load("shared")).events) == total
-        finally:
-            if child.returncode is None:
-                child.kill()
-            with anyio.CancelScope(shield=True):
-                await child.aclose()
+        async with (
+            holding(harness, "shared", open_tool_turn(0, started=True)) as child,
+            running(harness.new_backend()) as w,
+        ):
+            before = await w.backend.read_stored_revision("shared")
+            stored = await w.service.read_from("shared", 0)
+            with pytest.raises(SessionLockedError) as caught:
+                await w.service.append("shared", [event(len(stored), "step/end", {})])
+            assert (caught.value.session_id, caught.value.pid) == ("shared", child.pid)
+            assert caught.value.host == socket.gethostname()
+            assert str(caught.value) == (
+                f'session "shared" is locked by another writer (pid {child.pid} on host '
+                f"{socket.gethostname()})"
+            )
+            with pytest.raises(SessionLockedError):
+                await w.service.load("shared")  # its repair would write
+            live = w.sessions.create("shared", seed=stored, meta={"cwd": CWD, "createdAt": 1})
+            with pytest.raises(SessionLockedError):
+                await w.sessions.flush(live)
+            w.sessions.dispose(live)
+            assert await w.backend.read_stored_revision("shared") == before
+            child.send_signal(signal.SIGKILL)
+            await child.wait()
+            log = await w.service.load("shared")  # takes over and repairs
+            assert log.events[-1]["data"]["reason"] == {"kind": "interrupted"}
+            assert log.events[len(stored)]["data"]["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+            await w.service.append("shared", complete_turn(len(log.events), 2))
+            total = len(log.events) + 6
+        async with running(harness.new_backend()) as w:
+            assert len((await w.service.load("shared")).events) == total
+
+    async def test_b13_the_owner_of_a_live_session_is_named(self, harness: BackendHarness) -> None:
+        if not harness.cross_process:
+            pytest.skip(f"{harness.name} cannot be shared between processes")
+        async with (
+            holding(harness, "shared", open_tool_turn(0, started=True)) as child,
+            running(harness.new_backend()) as w,
+        ):
+            before = await w.backend.read_stored_revision("shared")
+            assert await w.service.owner("shared") == Owner(child.pid, socket.gethostname())
+            assert await w.backend.read_stored_revision("shared") == before  # reads only
+            assert await w.service.owner("nobody") is None
+            child.send_signal(signal.SIGKILL)
+            await child.wait()
+            for _ in range(200):  # a server notices a dead client's connection soon after
+                if await w.service.owner("shared") is None:
+                    break
+                await anyio.sleep(0.05)
+            assert await w.service.owner("shared") is None
+
+    async def test_b13_the_owner_query_names_another_instance_never_this_one(
+        self, harness: BackendHarness
+    ) -> None:
+        async with (
+            running(harness.new_backend()) as first,
+            running(harness.new_backend()) as second,
+        ):
+            session = first.sessions.create("live", seed=[], meta={"cwd": CWD})
+            replay(session, open_step_turn(1))
+            await first.sessions.flush(session)
+            assert await first.service.owner("live") is None
+            owner = await second.service.owner("live")
+            assert owner is not None
+            assert owner.pid is not None
+            first.sessions.dispose(session)
+            await first.service.read_from("live", 0)  # waits for the retirement
+            assert await second.service.owner("live") is None
 
     async def test_b13_stale_writers_are_refused(self, harness: BackendHarness) -> None:
         async with (
             running(harness.new_backend()) as first,
             running(harness.new_backend()) as second,
         ):
-            await _store(first, "s1", complete_turn(0))
+            await store(first, "s1", complete_turn(0))
             await second.service.load("s1")
             await first.service.append("s1", complete_turn(6, 2))
             with pytest.raises(StaleWriterError) as caught:
@@ -1119,48 +894,3 @@ class BackendContract:
                 "delegationDepth": header.get("delegationDepth", 0),
             }
             assert texts(inspected.events[: len(events)]) == texts(events)
-
-
-def read_fixture(path: Path) -> tuple[JsonObject, list[JsonObject]]:
-    """An original raw log: its header (as meta, without the storage tag) and its events,
-    packed chunk rows decoded."""
-    from .packing import decode_record
-
-    lines = path.read_bytes().split(b"\n")
-    header = loads(lines[0])
-    del header["type"]
-    events = [item for line in lines[1:] if line for item in decode_record(loads(line))]
-    return header, events
-
-
-# -- child process (behaviour 13) -----------------------------------------------------------------
-
-
-def _build(factory: str, kwargs: dict[str, Any]) -> PersistenceBackend:
-    module, _, attribute = factory.partition(":")
-    backend: PersistenceBackend = getattr(importlib.import_module(module), attribute)(**kwargs)
-    return backend
-
-
-async def _hold(spec: JsonObject) -> None:
-    """Own a live session with `spec["events"]` flushed, report `ready`, then wait to be killed."""
-    backend = _build(spec["factory"], spec["kwargs"])
-    async with running(backend) as w:
-        session = w.sessions.create(spec["session"], meta={"cwd": spec["cwd"], "createdAt": 1})
-        replay(session, spec["events"])
-        await w.sessions.flush(session)
-        print("ready", flush=True)
-        await anyio.sleep_forever()
-
-
-def main(argv: list[str]) -> int:
-    """`python -m plugins.session_persistence.testing hold '<json spec>'`."""
-    if len(argv) != 2 or argv[0] != "hold":
-        print("usage: python -m plugins.session_persistence.testing hold '<json spec>'")
-        return 2
-    anyio.run(_hold, json.loads(argv[1]))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

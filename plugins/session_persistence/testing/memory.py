@@ -1,8 +1,10 @@
-"""An in-memory `PersistenceBackend` for coordinator unit tests (not a shipped backend).
+"""The in-memory reference `PersistenceBackend`: the seam's behaviour without an engine (for the
+coordinator's tests and for trying a design out; not a plugin).
 
 Storage is shared between instances through `MemoryStorage`, so "a fresh instance over the same
 storage" is `MemoryBackend(storage)`. Events are kept as JSON text, so nothing a caller mutates
-afterwards leaks in. Writer locks and the stale-writer check follow spec 02 §6 within one process.
+afterwards leaks in. Writer locks and the stale-writer check follow docs/backends.md
+within one process.
 """
 
 from __future__ import annotations
@@ -14,15 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from plugins.session.jsonutil import dumps, loads
-from plugins.session_persistence import (
-    JsonObject,
-    Location,
+
+from ..backend import JsonObject, Location, Owner, SetAside, Snapshot, StoredLog
+from ..base import BackendBase
+from ..errors import (
+    SessionExistsError,
     SessionLockedError,
     SessionPersistenceCorruptionError,
-    SessionPersistenceError,
-    Snapshot,
     StaleWriterError,
-    StoredLog,
 )
 
 _revisions = itertools.count(1)
@@ -64,7 +65,7 @@ class MemoryStorage:
         log.revision = next(_revisions)
 
 
-class MemoryBackend:
+class MemoryBackend(BackendBase):
     """Stores logs in a `MemoryStorage`; records every `append_batch` call."""
 
     name = "session-persistence-memory"
@@ -80,11 +81,6 @@ class MemoryBackend:
 
     def locate(self, meta: JsonObject) -> Location | None:
         return Location("memory", f"memory://{meta['id']}")
-
-    async def read_raw(self, session_id: str) -> bytes:
-        raise SessionPersistenceError(
-            "this session persistence backend does not expose raw artifacts"
-        )
 
     async def load_stored(self, session_id: str) -> StoredLog | None:
         log = self.storage.logs.get(session_id)
@@ -116,7 +112,7 @@ class MemoryBackend:
         log = self.storage.logs.get(session_id)
         if not is_materialized:
             if log is not None:
-                raise SessionPersistenceError(f'session "{session_id}" already exists')
+                raise SessionExistsError(f'session "{session_id}" already exists')
             log = self.storage.logs[session_id] = _Log(dumps({"delegationDepth": 0, **meta}), [])
         elif log is None or self._seen.get(session_id) != len(log.lines) or log.torn:
             raise StaleWriterError(session_id)
@@ -127,7 +123,7 @@ class MemoryBackend:
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
-    ) -> None:
+    ) -> SetAside | None:
         session_id = meta["id"]
         self._check_lock(session_id)
         log = self.storage.logs[session_id]
@@ -138,9 +134,7 @@ class MemoryBackend:
         log.lines.extend(dumps(event) for event in closers)
         log.revision = next(_revisions)
         self._seen[session_id] = len(log.lines)
-
-    async def list(self) -> list[JsonObject]:
-        return [loads(log.meta) for log in self.storage.logs.values()]
+        return None
 
     async def list_snapshots(self) -> builtins.list[Snapshot]:
         return [Snapshot(loads(log.meta), str(log.revision)) for log in self.storage.logs.values()]
@@ -151,6 +145,12 @@ class MemoryBackend:
             raise SessionLockedError(session_id, holder[1], "memory")
         self.storage.locks[session_id] = (self, self.pid)
         self.locks_taken += 1
+
+    async def owner(self, session_id: str) -> Owner | None:
+        holder = self.storage.locks.get(session_id)
+        if holder is None or holder[0] is self:
+            return None
+        return Owner(holder[1], "memory")
 
     async def release_writer(self, session_id: str) -> None:
         holder = self.storage.locks.get(session_id)

@@ -1,0 +1,287 @@
+"""Live sessions wired to the backend (docs/persistence.md, "live sessions").
+
+`session/created` binds a Session: its init claims a recorded intent, adopts a stored log the
+session continues, or waits to create the log lazily; `session/event` buffers (O(1)); the write
+controller drains the buffer in batches through the id's queue; `session/disposed` retires the
+binding (flush, then drop its state and lock).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from functools import partial
+
+import anyio
+
+from plugins.session.jsonutil import dumps
+
+from .backend import JsonObject, PersistenceBackend
+from .cold import ColdStore, check_seqs
+from .errors import SessionPersistenceError
+from .fifo import Ticket
+from .formats import js_text
+from .locks import WriterLocks
+from .session_api import LiveSession
+from .state import Binding, Entry, Retirement, SessionTable
+from .timers import Spawn, Timers
+from .writer import WriteController
+
+logger = logging.getLogger("plugins.session_persistence")
+
+
+def _same_json(left: Sequence[JsonObject], right: Sequence[JsonObject]) -> bool:
+    return len(left) == len(right) and all(
+        a is b or dumps(a) == dumps(b) for a, b in zip(left, right, strict=True)
+    )
+
+
+def _cwd_collision(session_id: str, stored: object, live: object) -> SessionPersistenceError:
+    def show(cwd: object) -> str:
+        return "undefined" if cwd is None else js_text(cwd)
+
+    return SessionPersistenceError(
+        f'session "{session_id}" is already persisted at a different cwd '
+        f"(persisted: {show(stored)}, live: {show(live)}) (id collision)"
+    )
+
+
+class LiveSessions:
+    """The live bindings of one backend and their write paths."""
+
+    def __init__(
+        self,
+        backend: PersistenceBackend,
+        table: SessionTable,
+        locks: WriterLocks,
+        cold: ColdStore,
+        timers: Timers,
+        spawn: Spawn,
+    ) -> None:
+        self.backend = backend
+        self.table = table
+        self.locks = locks
+        self.cold = cold
+        self._timers = timers
+        self._spawn = spawn
+        #: Live bindings by `id(session)`: the `session/event` hot path is one dict lookup.
+        self.bindings: dict[int, Binding] = {}
+        #: Bindings whose init failed, by `id(session)`: their flushes re-raise the failure.
+        self.failed: dict[int, Binding] = {}
+        #: Bindings whose retirement failed: teardown drains them again.
+        self.unretired: list[Binding] = []
+
+    # -- the session store's events -------------------------------------------------------------
+
+    def on_created(self, session: LiveSession) -> None:
+        """`session/created`: bind the session and queue its init in the id's chain."""
+        session_id = session.id
+        binding = Binding(session, anyio.Event())
+        binding.controller = WriteController(
+            label=f'{self.backend.name}: background write for session "{session_id}"',
+            write=partial(self._write_live, binding),
+            ready=binding.ready,
+            timers=self._timers,
+        )
+        self.bindings[id(session)] = binding
+        self._spawn(self._init, binding, self.table.ticket(session_id))
+
+    def on_event(self, session: LiveSession, event: JsonObject) -> None:
+        """`session/event`: buffer the event (O(1))."""
+        binding = self.bindings.get(id(session))
+        if binding is not None:
+            binding.controller.enqueue(event)
+
+    async def on_flush(self, session: LiveSession) -> None:
+        """`session/flush`: await the init, then drain the session's buffer."""
+        binding = self.bindings.get(id(session)) or self.failed.get(id(session))
+        if binding is not None:
+            await self.flush(binding)
+
+    def on_disposed(self, session: LiveSession) -> None:
+        """`session/disposed`: retire the binding (flush, then drop state and lock)."""
+        self.failed.pop(id(session), None)
+        binding = self.bindings.pop(id(session), None)
+        if binding is None:
+            return
+        retirement = Retirement()
+        self.table.retiring[session.id] = retirement
+        self._spawn(self._retire, binding, retirement)
+
+    async def flush(self, binding: Binding) -> None:
+        """Wait for the binding's init, re-raise its failure, drain its buffer."""
+        if not binding.ready.is_set():
+            await binding.ready.wait()
+        if binding.error is not None:
+            raise binding.error
+        await binding.controller.flush()
+
+    # -- binding --------------------------------------------------------------------------------
+
+    async def _init(self, binding: Binding, ticket: Ticket) -> None:
+        try:
+            async with ticket:
+                await self._bind(binding)
+        except Exception as error:
+            binding.error = error
+            binding.controller.cancel_timer()
+            binding.controller.pending.clear()
+            if self.bindings.pop(id(binding.session), None) is not None:
+                self.failed[id(binding.session)] = binding
+        finally:
+            binding.ready.set()
+
+    async def _bind(self, binding: Binding) -> None:
+        """Claim, adopt or lazily create the live session's storage."""
+        session = binding.session
+        session_id = session.id
+        live_cwd = session.header.get("cwd")
+        entry = self.table.entries.get(session_id)
+        if entry is not None and entry.reserved is not None:
+            if entry.reserved.session is not session:
+                raise SessionPersistenceError(
+                    f'session "{session_id}" is already bound to a different live session in '
+                    "this backend (id collision)"
+                )
+            entry.reserved = None
+            await self.locks.hold(session_id)
+            self._attach(binding, entry)
+            return
+        if entry is not None and entry.binding is not None:
+            other = entry.binding
+            if entry.materialized or not other.controller.idle:
+                raise SessionPersistenceError(
+                    f'session "{session_id}" is already bound to a different live session in '
+                    "this backend (id collision)"
+                )
+            self._detach(other)
+        if entry is not None:
+            stored_cwd = entry.meta.get("cwd")
+            if stored_cwd != live_cwd:
+                raise _cwd_collision(session_id, stored_cwd, live_cwd)
+            if entry.cursor:
+                stored = await self.cold.read_stored(session_id)
+                prefix = [] if stored is None else stored.events
+                if not _same_json(session.events[: entry.cursor], prefix):
+                    raise SessionPersistenceError(
+                        f'session "{session_id}" is already persisted with {entry.cursor} '
+                        "event(s) that do not match this live session (id collision)"
+                    )
+            if entry.materialized:
+                await self.locks.hold(session_id)
+            self._attach(binding, entry)
+            return
+        if await self.backend.read_stored_revision(session_id) is None:
+            self._attach(binding, Entry(dict(session.header)))
+            return
+        await self.locks.hold(session_id)
+        try:
+            entry = await self._adopt(session)
+        except BaseException:
+            await self.locks.unhold(session_id)
+            raise
+        self._attach(binding, entry)
+
+    async def _adopt(self, session: LiveSession) -> Entry:
+        """A stored log the live session continues: truncate a torn tail, no closers."""
+        session_id = session.id
+        stored = await self.cold.load_stored(session_id)
+        self.cold.validate(session_id, stored)
+        stored_cwd, live_cwd = stored.meta.get("cwd"), session.header.get("cwd")
+        if stored_cwd != live_cwd:
+            raise _cwd_collision(session_id, stored_cwd, live_cwd)
+        count = len(stored.events)
+        if not _same_json(session.events[:count], stored.events):
+            raise SessionPersistenceError(
+                f'session "{session_id}" already has a persisted log on disk that does not '
+                "match this live session (id collision)"
+            )
+        if stored.torn_marker is not None:
+            with anyio.CancelScope(shield=True):
+                kept = await self.backend.commit_repair(stored.meta, stored.torn_marker, [])
+            self.table.kept(session_id, kept)
+        return Entry(stored.meta, cursor=count, materialized=True)
+
+    def _attach(self, binding: Binding, entry: Entry) -> None:
+        """Own `entry` and queue the live events it does not hold yet, oldest first."""
+        session_id = entry.meta["id"]
+        self.table.entries[session_id] = entry
+        entry.binding = binding
+        binding.entry = entry
+        self.cold.forget(session_id)
+        events = binding.session.events
+        pending = binding.controller.pending
+        end = pending[0]["seq"] if pending else len(events)
+        binding.controller.prepend(list(events[entry.cursor : end]))
+
+    def _detach(self, binding: Binding) -> None:
+        """Drop an unmaterialized, idle owner (its buffered events go with it)."""
+        binding.detached = True
+        binding.controller.cancel_timer()
+        binding.controller.pending.clear()
+        self.bindings.pop(id(binding.session), None)
+        if binding.entry is not None:
+            binding.entry.binding = None
+            binding.entry = None
+
+    # -- writing and retiring -------------------------------------------------------------------
+
+    async def _write_live(self, binding: Binding, batch: list[JsonObject]) -> None:
+        """A live batch in the id's chain: skip seqs below the durable cursor, then write."""
+        async with self.table.ticket(binding.session.id):
+            if binding.error is not None:
+                raise binding.error
+            entry = binding.entry
+            if binding.detached or entry is None:
+                return
+            cursor = entry.cursor
+            if batch and batch[0]["seq"] < cursor:
+                batch = [event for event in batch if event["seq"] >= cursor]
+            if not batch:
+                return
+            check_seqs(entry.meta["id"], cursor, batch)
+            if not entry.materialized:
+                await self.locks.hold(entry.meta["id"])
+            await self.cold.append_durably(entry, batch)
+
+    async def _retire(self, binding: Binding, retirement: Retirement) -> None:
+        session_id = binding.session.id
+        try:
+            await self.flush(binding)
+            async with self.table.ticket(session_id):
+                entry = binding.entry
+                if entry is not None and entry.binding is binding:
+                    entry.binding = None
+                    del self.table.entries[session_id]
+                    await self.locks.unhold(session_id)
+        except Exception as error:
+            logger.warning(
+                '%s: session "%s" retirement failed: %s', self.backend.name, session_id, error
+            )
+            self.unretired.append(binding)
+        finally:
+            if self.table.retiring.get(session_id) is retirement:
+                del self.table.retiring[session_id]
+            retirement.done.set()
+
+    async def drain(self) -> list[Exception]:
+        """Teardown: flush every live buffer once and wait for retirements; the failures."""
+        errors: list[Exception] = []
+        bindings = [*self.bindings.values(), *self.unretired]
+        for binding in bindings:
+            binding.controller.cancel_timer()
+        for binding in bindings:
+            if binding.error is not None or binding.detached:
+                continue
+            try:
+                await self.flush(binding)
+            except Exception as error:
+                errors.append(error)
+        for retirement in list(self.table.retiring.values()):
+            await retirement.done.wait()
+        return errors
+
+    def clear(self) -> None:
+        self.bindings.clear()
+        self.failed.clear()
+        self.unretired.clear()

@@ -1,0 +1,86 @@
+"""What a stored record sequence means: its committed prefix, a torn tail, or corruption.
+
+The one rule every backend reads its log with (docs/persistence.md). Records are fed in storage
+order, each as the events it decodes to (`add`) or as a record that does not decode (`bad`);
+the events must number 0, 1, 2, ... without a gap.
+
+- Appended storage (`can_tear=True`, the JSONL files): a crash can leave the last write cut
+  short or garbled, even as a newline-ended line of garbage. The first bad record ends the
+  committed prefix and, with everything after it, is a torn tail, unless that record or a later
+  one holds a `turn/end`: a turn that closed after the damage proves the damage was committed,
+  so it is corruption.
+- Transactional storage (`can_tear=False`, SQLite and PostgreSQL): a transaction commits whole
+  or not at all, so any bad record, and a stored row count that disagrees with the rows, is
+  corruption naming the seq; never a shorter log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from plugins.session.jsonutil import dumps
+
+from .errors import SessionPersistenceCorruptionError
+
+JsonObject = dict[str, Any]
+
+#: Builds the message of a seq gap: `(expected, got)` -> text (`got` is the JSON of the seq).
+GapText = Callable[[int, str], str]
+
+
+def ends_turn(events: Sequence[JsonObject]) -> bool:
+    """Whether any of `events` is a `turn/end` (the proof that what precedes it committed)."""
+    return any(event.get("type") == "turn/end" for event in events)
+
+
+class RecordSequence:
+    """Feeds records in order; keeps the committed events and decides torn or corrupt."""
+
+    __slots__ = ("_gap", "_issue", "can_tear", "events")
+
+    def __init__(self, *, can_tear: bool, gap: GapText) -> None:
+        self.can_tear = can_tear
+        self.events: list[JsonObject] = []
+        self._gap = gap
+        self._issue: SessionPersistenceCorruptionError | None = None
+
+    @property
+    def torn(self) -> bool:
+        """Whether a bad record was met (everything from it on is the torn tail)."""
+        return self._issue is not None
+
+    def add(self, decoded: Sequence[JsonObject]) -> bool:
+        """One record, as the events it decodes to. True iff it joined the committed prefix;
+        raises on corruption."""
+        if self._issue is not None:
+            if ends_turn(decoded):
+                raise self._issue
+            return False
+        events = self.events
+        for offset, event in enumerate(decoded):
+            seq = event.get("seq")
+            expected = len(events) + offset
+            if type(seq) is not int or seq != expected:
+                got = dumps(seq) if "seq" in event else "undefined"
+                self._break(self._gap(expected, got), decoded)
+                return False
+        events.extend(decoded)
+        return True
+
+    def bad(self, message: str) -> None:
+        """One record that does not decode; `message` is the corruption naming it."""
+        if self._issue is None:
+            self._break(message, ())
+
+    def finish(self, next_seq: int | None, text: Callable[[int], str]) -> None:
+        """Transactional storage: the row count recorded beside the rows (`next_seq`) must be
+        where the rows end; `text(next_seq)` names the disagreement."""
+        if next_seq is not None and self._issue is None and next_seq != len(self.events):
+            raise SessionPersistenceCorruptionError(text(next_seq))
+
+    def _break(self, message: str, decoded: Sequence[JsonObject]) -> None:
+        issue = SessionPersistenceCorruptionError(message)
+        if not self.can_tear or ends_turn(decoded):
+            raise issue
+        self._issue = issue
