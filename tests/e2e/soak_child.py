@@ -1,4 +1,4 @@
-"""Child process of the randomized crash soak (README.md R2): drives one session until SIGKILLed.
+"""Child process of the randomized crash soak (R2, docs/quality.md): one session until SIGKILLed.
 
     python soak_child.py ROOT ACKS RUN SEED BACKEND
 

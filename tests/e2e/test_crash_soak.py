@@ -1,4 +1,4 @@
-"""Randomized crash soak of the checkpoint policy over JSONL (README.md R2).
+"""Randomized crash soak of the checkpoint policy over JSONL (docs/quality.md, R2).
 
 Many short child processes (`soak_child.py`) drive ONE session in turn: each resumes it, runs
 replayed turns (reasoning, parallel and exclusive tool calls, text) with a 5 ms write-behind

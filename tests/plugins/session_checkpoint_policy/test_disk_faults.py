@@ -1,4 +1,4 @@
-"""R5 under the policy: a real I/O fault at a barrier fails closed, then heals (README.md R5)."""
+"""R5 under the policy: a real I/O fault at a barrier fails closed, then heals (docs/quality.md)."""
 
 from __future__ import annotations
 
