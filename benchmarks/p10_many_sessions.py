@@ -5,8 +5,9 @@ PostgreSQL, against LangGraph's async SQLite and Postgres savers under the same 
 Ours: every session runs `TURNS` turns of two steps each (a tool call, then a text answer), all
 sessions concurrently on one event loop. Measured: durable steps per second (wall time of the
 whole run), the latency of each checkpoint (from the policy's `checkpoint/flushed` events),
-and commits per checkpoint (backend `append_batch` calls, each one transaction / one fsync,
-divided by checkpoints).
+and commits per checkpoint (SQLite: the COMMITs its connection runs, one per group of sessions'
+appends; PostgreSQL and JSONL: `append_batch` calls, each one transaction / one fsync; divided
+by checkpoints).
 
 LangGraph: the same agent as a LangGraph graph (`MessagesState`, a scripted model node that
 answers like the replay script, `ToolNode` running the same `lookup`), the same number of
@@ -137,12 +138,32 @@ async def run_ours(engine: str, ctx: Context, sessions: int, cwd: str) -> Outcom
     backend = ctx.sessionPersistence.backend
     real_append = backend.append_batch
     commits = 0
+    # SQLite groups the appends of many sessions into one transaction: count its COMMITs (all
+    # of them, lock rows' included) on every connection it opens; elsewhere one append is one
+    # transaction (PostgreSQL) or one fsync of one log (JSONL).
+    sqlite = engine == "sqlite"
+    real_connect = getattr(backend, "_connect", None)
+
+    def commit_seen(statement: str) -> None:
+        nonlocal commits
+        if statement == "COMMIT":
+            commits += 1
+
+    def traced_connect(read: bool) -> Any:
+        assert real_connect is not None
+        connection = real_connect(read)
+        if connection is not None:
+            connection.set_trace_callback(commit_seen)
+        return connection
 
     async def counting_append(*args: Any, **kwargs: Any) -> Any:
         nonlocal commits
-        commits += 1
+        if not sqlite:
+            commits += 1
         return await real_append(*args, **kwargs)
 
+    if sqlite:
+        backend._connect = traced_connect
     backend.append_batch = counting_append
     dispose = ctx.on("checkpoint/flushed", flushed)
     handles = [
@@ -164,6 +185,8 @@ async def run_ours(engine: str, ctx: Context, sessions: int, cwd: str) -> Outcom
     finally:
         dispose()
         backend.append_batch = real_append
+        if sqlite:
+            del backend._connect
         for handle in handles:
             await handle.dispose()
     return Outcome(engine, sessions, seconds, sessions * TURNS * 2, checkpoints, commits, latencies)

@@ -32,10 +32,16 @@ from plugins.tools import Tool
 ROUNDS = 200
 WARMUP = 10
 PER_SESSION = 25
-SCRIPT = [
-    {"tool_calls": [{"id": "lookup-1", "name": "lookup", "arguments": {"key": "k"}}]},
-    {"text": "The value is 42."},
-]
+
+
+def script(turns: int) -> list[dict[str, Any]]:
+    """Per session: a tool call, then a text answer, each turn (call ids unique per session:
+    a reused id ends the turn with an error)."""
+    responses: list[dict[str, Any]] = []
+    for turn in range(1, turns + 1):
+        call = {"id": f"lookup-{turn}", "name": "lookup", "arguments": {"key": "k"}}
+        responses += [{"tool_calls": [call]}, {"text": "The value is 42."}]
+    return responses
 
 
 def load_policy() -> Any:
@@ -82,7 +88,7 @@ async def mounted(root: Path, policy: Any) -> AsyncIterator[Context]:
         await ctx.plugin(
             plugins.session_persistence_jsonl, {"root": str(root), "compression": "none"}
         )
-        await ctx.plugin(plugins.llm_replay, {"responses": SCRIPT * (PER_SESSION + 1)})
+        await ctx.plugin(plugins.llm_replay, {"responses": script(PER_SESSION + 1)})
         if policy is not None:
             await ctx.plugin(policy)
         await ctx.plugin(plugins.agent, {"provider": "replay", "model": "replay"})
@@ -126,6 +132,9 @@ class Case:
         agent.followup("What is the value of k?")
         await agent.when_idle()
         elapsed = time.perf_counter() - start
+        end = agent.session.events[-1]
+        if end["type"] != "turn/end" or end["data"]["reason"]["kind"] != "completed":
+            raise RuntimeError(f"{self.series.name}: the turn did not complete: {end}")
         if record:
             self.series.samples.append(elapsed)
             self.fsyncs.append(self._counter.count - before)

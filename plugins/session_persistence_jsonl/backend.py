@@ -1,7 +1,8 @@
 """The JSONL storage engine: one append-only log file per session (docs/persistence.md).
 
-All file I/O is synchronous and runs in worker threads (`anyio.to_thread.run_sync`); the
-coordinator never overlaps two calls for one id, so per-id state needs no further locking.
+All file I/O is synchronous and runs off the loop, on the backend's I/O thread (or a worker
+thread while that one is busy: `offload.IoThread`); the coordinator never overlaps two calls for
+one id, so per-id state needs no further locking.
 
 Format versions: a header whose `version` is not 0 is returned as is, with no events decoded
 and no shape check, so the coordinator refuses it with the spec's `SessionFormatUnsupportedError`
@@ -20,11 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Literal, TypeVar
-
-import anyio.to_thread
 
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import fsguard
@@ -44,6 +43,7 @@ from plugins.session_persistence.errors import (
     StaleWriterError,
 )
 from plugins.session_persistence.header import meta_of, stored_header
+from plugins.session_persistence.offload import IoThread
 from plugins.session_persistence.packing import encode_records
 
 from . import frames
@@ -138,6 +138,7 @@ class JsonlBackend(BackendBase):
         self.compression: Final[Compression] = compression
         self.pack_chunks: Final = pack_chunks
         self._io = fileops or FileOps()
+        self._thread = IoThread(f"dsh-jsonl {root}", overflow=True)
         self._log_name = log_name(compression)
         self._other_name = log_name("none" if compression == "zstd" else "zstd")
         self._owners: dict[str, _Owner] = {}
@@ -209,16 +210,17 @@ class JsonlBackend(BackendBase):
         return await self._run(read_or_create_store_id, str(self.root), self._io)
 
     async def aclose(self) -> None:
-        """Release every lock and descriptor."""
+        """Release every lock and descriptor, and let the I/O thread go."""
         owners = list(self._owners.values())
         self._owners.clear()
         for owner in owners:
             self._drop(owner)
+        self._thread.close()
 
     # ---- layout --------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await anyio.to_thread.run_sync(partial(fn, *args))
+        return await self._thread.run(fn, *args)
 
     def _path(self, meta: JsonObject) -> str:
         return _log_path(str(self.root), meta.get("cwd"), meta["id"], self._log_name)

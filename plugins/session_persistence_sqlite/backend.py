@@ -1,12 +1,12 @@
 """The SQLite storage engine: every session in one database file (docs/backends.md).
 
 Threading: the stdlib `sqlite3` connection is used by one thread at a time. Every operation
-(row encoding included) runs in an anyio worker thread (`anyio.to_thread.run_sync`) behind a
-`CapacityLimiter(1)`, so the event loop never blocks, callers queue in async land, and asyncio
-and trio behave alike; the connection is opened with `check_same_thread=False` because the pool
-may hand out a different thread between calls. A `threading.Lock` serializes those calls with
-the lock heartbeat thread. Cancelling a caller never abandons a running statement (the worker
-finishes its transaction first).
+(row encoding included) runs on the backend's long-lived I/O thread (`offload.IoThread`), one
+call at a time in submission order, so the event loop never blocks and asyncio and trio behave
+alike; the connection is opened with `check_same_thread=False` because that thread is replaced
+after an idle spell. A `threading.Lock` serializes those calls with the lock heartbeat thread.
+Cancelling a caller never abandons a running statement (the I/O thread finishes its transaction
+first).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from plugins.session_persistence.errors import (
     StaleWriterError,
 )
 from plugins.session_persistence.header import header_columns, meta_of_columns
+from plugins.session_persistence.offload import Call, IoThread
 
 from .database import JournalMode, check_schema, open_database, open_reader
 from .locks import (
@@ -105,8 +106,10 @@ class SqliteBackend(BackendBase):
         self._store_id = ""
         #: (st_dev, st_ino) of the database file the connection opened.
         self._identity = (0, 0)
-        self._mutex = threading.Lock()
-        self._limiters: list[anyio.CapacityLimiter] = []
+        self._mutex = threading.RLock()
+        #: True while a group commit's transaction is open (its calls use savepoints).
+        self._grouped = False
+        self._thread = IoThread(f"dsh-sqlite {path}", group=self._commit_group)
         self._heartbeat: list[Heartbeat] = []
         #: session id -> the lock token this instance holds.
         self._tokens: dict[str, str] = {}
@@ -132,7 +135,8 @@ class SqliteBackend(BackendBase):
     ) -> None:
         """One `BEGIN IMMEDIATE` transaction: checks, the session row on first write, rows."""
         if events or not is_materialized:
-            await self._run(self._append_batch, meta, list(events), is_materialized)
+            args = (meta, list(events), is_materialized)
+            await self._thread.run(self._call, self._append_batch, args, False, group=True)
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -181,13 +185,15 @@ class SqliteBackend(BackendBase):
         return self._store_id
 
     async def aclose(self) -> None:
-        """Release every lock, stop the heartbeat and close the connection."""
+        """Release every lock, stop the heartbeat, close the connection and let the I/O thread
+        go."""
         while self._heartbeat:
             await anyio.to_thread.run_sync(self._heartbeat.pop().stop)
         held = dict(self._tokens)
         self._tokens.clear()
         if self._connection is not None:
             await self._run(self._close, held, read=True)
+        self._thread.close()
 
     # ---- plumbing ------------------------------------------------------------------------
 
@@ -196,14 +202,10 @@ class SqliteBackend(BackendBase):
     @overload
     async def _run(self, fn: Callable[..., T], *args: Any, read: bool) -> T | None: ...
     async def _run(self, fn: Callable[..., T], *args: Any, read: bool = False) -> T | None:
-        """Run `fn(connection, *args)` in a worker thread, one call at a time. A `read` runs on
-        a read-only connection until the first write needs a writable one, and returns None
-        when there is no database file (nothing is created)."""
-        if not self._limiters:
-            self._limiters.append(anyio.CapacityLimiter(1))
-        return await anyio.to_thread.run_sync(
-            partial(self._call, fn, args, read), limiter=self._limiters[0]
-        )
+        """Run `fn(connection, *args)` on the backend's I/O thread, one call at a time. A `read`
+        runs on a read-only connection until the first write needs a writable one, and returns
+        None when there is no database file (nothing is created)."""
+        return await self._thread.run(self._call, fn, args, read)
 
     def _call(self, fn: Callable[..., T], args: tuple[Any, ...], read: bool) -> T | None:
         """`fn` on the right connection; SQLite's own errors become one clear error naming
@@ -246,6 +248,8 @@ class SqliteBackend(BackendBase):
     ) -> T:
         """Run `body` in one transaction; any failure (COMMIT's too) rolls it back. A write
         first checks that the path still names the database this connection opened."""
+        if self._grouped:
+            return self._savepoint(connection, body)
         if write:
             self._check_identity()
         connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -257,6 +261,56 @@ class SqliteBackend(BackendBase):
                 connection.execute("ROLLBACK")
             raise
         return result
+
+    @staticmethod
+    def _savepoint(connection: sqlite3.Connection, body: Callable[[], T]) -> T:
+        """`body` inside the open group transaction: its failure undoes its own writes only."""
+        connection.execute("SAVEPOINT batch")
+        try:
+            result = body()
+        except BaseException:
+            connection.execute("ROLLBACK TO batch")
+            connection.execute("RELEASE batch")
+            raise
+        connection.execute("RELEASE batch")
+        return result
+
+    def _commit_group(self, calls: Sequence[Call[Any]]) -> None:
+        """Group commit: the queued appends of many sessions in one transaction (one fsync).
+
+        Each append keeps its own checks (next seq, writer lock) inside a savepoint, so a bad
+        one fails alone; a failed COMMIT fails them all and forgets what they advanced."""
+        with self._mutex:
+            seen = dict(self._seen)
+            connection: sqlite3.Connection | None = None
+            try:
+                connection = self._connect(False)
+                assert connection is not None
+                self._check_identity()
+                connection.execute("BEGIN IMMEDIATE")
+                self._grouped = True
+                for call in calls:
+                    if not connection.in_transaction:
+                        # SQLite rolled the whole transaction back (a full disk, an I/O error).
+                        raise SessionPersistenceError(
+                            f'session database at "{self.path}": the group transaction was '
+                            "rolled back"
+                        )
+                    call.execute()
+                connection.execute("COMMIT")
+            except BaseException as error:
+                self._seen.clear()
+                self._seen.update(seen)
+                if connection is not None and connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                if isinstance(error, sqlite3.Error):
+                    name = getattr(error, "sqlite_errorname", None) or type(error).__name__
+                    raise SessionPersistenceError(
+                        f'session database at "{self.path}": {name}: {error}'
+                    ) from error
+                raise
+            finally:
+                self._grouped = False
 
     def _check_identity(self) -> None:
         """Raise `ReplacedFileError` when the database path no longer names the opened file (a

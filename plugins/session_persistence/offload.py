@@ -1,0 +1,149 @@
+"""A long-lived I/O thread per backend: blocking storage calls off the event loop, cheaply.
+
+`anyio.to_thread.run_sync` costs a capacity-limiter round trip and extra loop passes on every
+call; on a small VM that hand-off costs about as much as the `fsync` it carries. `IoThread` keeps
+one daemon thread that takes calls from a queue and wakes the waiting task directly on its own
+loop (asyncio or trio), in submission order. The wait is shielded: a cancelled caller still waits
+for its call to finish, so a write is never abandoned half-way (docs/performance.md).
+
+With `overflow=True` a call that arrives while the thread is busy runs in an anyio worker thread
+instead, so independent calls (the files of many sessions) still run in parallel.
+
+With a `group` runner, calls submitted with `group=True` that are queued one after another are
+taken together (two or more) and handed to the runner, which runs each inside one unit of its own
+(SQLite: one transaction, one commit, so one fsync for many sessions' writes). A call's own failure
+is its alone; a failure of the unit (the runner raising) fails every call of the group that had not
+already failed. Callers are woken only once the whole unit has finished.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, Generic, TypeVar
+
+import anyio
+import anyio.to_thread
+import sniffio
+
+T = TypeVar("T")
+
+#: Seconds an idle thread waits for work before it exits (the next call starts a new one).
+IDLE_SECONDS = 30.0
+#: At most this many calls are grouped into one unit.
+GROUP_MAX = 512
+
+
+def _waker() -> Callable[[Callable[[], object]], object]:
+    """A thread-safe "run this soon on the current loop" for the running async library."""
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        return trio.lowlevel.current_trio_token().run_sync_soon
+    import asyncio
+
+    return asyncio.get_running_loop().call_soon_threadsafe
+
+
+class Call(Generic[T]):
+    """One submitted call; a group runner calls `execute()` on each call of its group."""
+
+    __slots__ = ("done", "error", "fn", "group", "result", "wake")
+
+    def __init__(self, fn: Callable[[], T], group: bool) -> None:
+        self.fn = fn
+        self.group = group
+        self.done = anyio.Event()
+        self.wake = _waker()
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+    def execute(self) -> None:
+        """Run the call, recording its result or its exception."""
+        try:
+            self.result = self.fn()
+        except BaseException as error:
+            self.error = error
+
+    def finish(self) -> None:
+        self.wake(self.done.set)
+
+
+#: Runs a group of calls as one unit (see the module docstring).
+GroupRunner = Callable[[Sequence[Call[Any]]], None]
+
+
+class IoThread:
+    """Runs blocking calls, one at a time and in order, on one long-lived thread."""
+
+    def __init__(
+        self, name: str, *, overflow: bool = False, group: GroupRunner | None = None
+    ) -> None:
+        self._name = name
+        self._overflow = overflow
+        self._group = group
+        self._jobs: deque[Call[Any]] = deque()
+        self._guard = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
+        #: Calls submitted to the thread and not yet finished.
+        self._queued = 0
+        self._closing = False
+
+    async def run(self, fn: Callable[..., T], *args: Any, group: bool = False) -> T:
+        """`fn(*args)` off the loop; its result or its exception. `group=True` lets it share a
+        unit with the group-able calls queued next to it."""
+        if self._overflow and self._queued:
+            return await anyio.to_thread.run_sync(partial(fn, *args))
+        call: Call[T] = Call(partial(fn, *args), group and self._group is not None)
+        with self._guard:
+            self._queued += 1
+            self._jobs.append(call)
+            self._guard.notify()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+                self._thread.start()
+        with anyio.CancelScope(shield=True):
+            await call.done.wait()
+        if call.error is not None:
+            raise call.error
+        return call.result  # type: ignore[return-value]
+
+    def _serve(self) -> None:
+        while True:
+            with self._guard:
+                self._guard.wait_for(lambda: bool(self._jobs) or self._closing, IDLE_SECONDS)
+                if not self._jobs:
+                    self._thread = None
+                    self._closing = False
+                    return
+                calls = [self._jobs.popleft()]
+                if calls[0].group:
+                    while self._jobs and self._jobs[0].group and len(calls) < GROUP_MAX:
+                        calls.append(self._jobs.popleft())
+            if len(calls) == 1:
+                calls[0].execute()
+            else:
+                self._run_group(calls)
+            with self._guard:
+                self._queued -= len(calls)
+            for call in calls:
+                call.finish()
+
+    def close(self) -> None:
+        """Let the thread exit once its queue is empty (a later call starts a new one)."""
+        with self._guard:
+            if self._thread is not None:
+                self._closing = True
+                self._guard.notify()
+
+    def _run_group(self, calls: list[Call[Any]]) -> None:
+        assert self._group is not None
+        try:
+            self._group(calls)
+        except BaseException as error:
+            for call in calls:
+                if call.error is None:
+                    call.error = error
+                    call.result = None

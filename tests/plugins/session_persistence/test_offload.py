@@ -1,0 +1,102 @@
+"""The backends' long-lived I/O thread (`offload.IoThread`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import anyio
+import pytest
+
+from plugins.session_persistence import offload
+from plugins.session_persistence.offload import IoThread
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_calls_run_off_the_loop_in_order_on_one_thread() -> None:
+    io = IoThread("test")
+    seen: list[tuple[int, int]] = []
+    loop_thread = threading.get_ident()
+
+    def record(index: int) -> int:
+        seen.append((index, threading.get_ident()))
+        return index * 2
+
+    async with anyio.create_task_group() as tg:
+        for index in range(20):
+            tg.start_soon(io.run, record, index)
+            await anyio.lowlevel.checkpoint()
+    assert [index for index, _ in seen] == list(range(20))
+    assert len({thread for _, thread in seen}) == 1
+    assert seen[0][1] != loop_thread
+    assert await io.run(record, 21) == 42
+
+
+async def test_an_exception_reaches_the_caller() -> None:
+    def fail() -> None:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        await IoThread("test").run(fail)
+
+
+async def test_a_cancelled_caller_waits_for_its_call_to_finish() -> None:
+    io = IoThread("test")
+    started = threading.Event()
+    finished: list[bool] = []
+
+    def slow() -> None:
+        started.set()
+        time.sleep(0.2)
+        finished.append(True)
+
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(io.run, slow)
+            await anyio.to_thread.run_sync(started.wait)
+            scope.cancel()
+    assert finished == [True]
+
+
+async def test_overflow_runs_a_call_beside_a_busy_thread() -> None:
+    io = IoThread("test", overflow=True)
+    release = threading.Event()
+    threads: list[int] = []
+
+    def held() -> None:
+        threads.append(threading.get_ident())
+        release.wait(5)
+
+    def quick() -> None:
+        threads.append(threading.get_ident())
+        release.set()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(io.run, held)
+            await anyio.sleep(0.05)
+            await io.run(quick)  # would deadlock if it queued behind `held`
+    assert len(set(threads)) == 2
+
+
+async def test_an_idle_thread_exits_and_a_new_one_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(offload, "IDLE_SECONDS", 0.05)
+    io = IoThread("test")
+    first = await io.run(threading.get_ident)
+    await anyio.sleep(0.3)
+    assert not any(t.ident == first and t.is_alive() for t in threading.enumerate())
+    assert await io.run(lambda: 7) == 7
+
+
+async def test_close_lets_the_thread_go_and_a_later_call_starts_another() -> None:
+    io = IoThread("test")
+    first = await io.run(threading.get_ident)
+    io.close()
+    for _ in range(200):
+        if not any(t.ident == first and t.is_alive() for t in threading.enumerate()):
+            break
+        await anyio.sleep(0.01)
+    else:
+        raise AssertionError("the closed thread is still alive")
+    assert await io.run(lambda: 7) == 7

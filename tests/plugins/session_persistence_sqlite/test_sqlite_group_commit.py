@@ -1,0 +1,133 @@
+"""Cross-session group commit: appends of many sessions queued together share one transaction
+(one COMMIT, one fsync); each keeps its own checks, and a bad one fails alone."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from plugins.session_persistence.errors import StaleWriterError
+from plugins.session_persistence.testing import complete_turn, meta
+from plugins.session_persistence_sqlite import SqliteBackend
+
+pytestmark = pytest.mark.anyio
+
+IDS = ("a", "b", "c")
+
+
+@pytest.fixture
+async def backend(tmp_path: Path) -> AsyncIterator[SqliteBackend]:
+    store = SqliteBackend(tmp_path / "sessions.sqlite3")
+    for session_id in IDS:
+        await store.acquire_writer(session_id)
+        await store.append_batch(meta(session_id), complete_turn(0), is_materialized=False)
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+async def queued(store: SqliteBackend, count: int) -> None:
+    """Wait (bounded) until `count` calls are on the backend's I/O thread."""
+    for _ in range(5000):
+        if store._thread._queued >= count:
+            return
+        await anyio.sleep(0.002)
+    raise AssertionError(f"only {store._thread._queued} calls queued, expected {count}")
+
+
+async def appended_together(store: SqliteBackend) -> tuple[dict[str, Any], list[str]]:
+    """Queue one append per session behind a held call, release them at once; return each
+    append's outcome (None or its exception) and the statements the connection ran."""
+    statements: list[str] = []
+    assert store._connection is not None
+    store._connection.set_trace_callback(statements.append)
+    release = threading.Event()
+    outcomes: dict[str, Any] = {}
+
+    async def append(session_id: str) -> None:
+        try:
+            await store.append_batch(meta(session_id), complete_turn(6, 2), is_materialized=True)
+        except Exception as error:
+            outcomes[session_id] = error
+        else:
+            outcomes[session_id] = None
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store._thread.run, release.wait)
+            await queued(store, 1)
+            for session_id in IDS:
+                tg.start_soon(append, session_id)
+            await queued(store, 1 + len(IDS))
+            release.set()
+    store._connection.set_trace_callback(None)
+    return outcomes, statements
+
+
+async def test_queued_appends_of_many_sessions_share_one_commit(backend: SqliteBackend) -> None:
+    outcomes, statements = await appended_together(backend)
+    assert outcomes == dict.fromkeys(IDS)
+    assert statements.count("COMMIT") == 1
+    assert statements.count("BEGIN IMMEDIATE") == 1
+    for session_id in IDS:
+        stored = await backend.load_stored(session_id)
+        assert stored is not None
+        assert [e["seq"] for e in stored.events] == list(range(12))
+
+
+async def test_a_bad_append_fails_alone(backend: SqliteBackend) -> None:
+    backend._seen["b"] = 99  # b's writer no longer agrees with the stored next seq
+    outcomes, statements = await appended_together(backend)
+    assert isinstance(outcomes.pop("b"), StaleWriterError)
+    assert outcomes == {"a": None, "c": None}
+    assert statements.count("COMMIT") == 1
+    lengths = {}
+    for session_id in IDS:
+        stored = await backend.load_stored(session_id)
+        assert stored is not None
+        lengths[session_id] = len(stored.events)
+    assert lengths == {"a": 12, "b": 6, "c": 12}
+
+
+async def test_a_failed_commit_fails_every_append_and_forgets_them(
+    backend: SqliteBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = dict(backend._seen)
+    real = backend._commit_group
+
+    def failing(calls: Any) -> None:
+        def boom() -> None:
+            raise OSError(28, "No space left on device")
+
+        # Every append runs, then the unit fails as a COMMIT would.
+        real([*calls, _Raising(boom)])
+
+    monkeypatch.setattr(backend._thread, "_group", failing)
+    outcomes, _ = await appended_together(backend)
+    assert all(isinstance(error, OSError) for error in outcomes.values())
+    assert backend._seen == seen
+    for session_id in IDS:
+        stored = await backend.load_stored(session_id)
+        assert stored is not None
+        assert len(stored.events) == 6
+    monkeypatch.undo()
+    # After the fault, each writer goes on from what is stored.
+    await backend.append_batch(meta("a"), complete_turn(6, 2), is_materialized=True)
+
+
+class _Raising:
+    """A group member whose failure escapes the runner (as a failed COMMIT does)."""
+
+    error = None
+
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+
+    def execute(self) -> None:
+        self._fn()
