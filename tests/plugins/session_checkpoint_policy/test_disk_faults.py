@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from policy_probe import probe_stack
 
 import plugins.llm
 import plugins.session
@@ -17,11 +17,11 @@ import plugins.session_checkpoint_policy
 import plugins.session_persistence_jsonl as jsonl
 import plugins.tools
 from framework import AbortController, Context
-from plugins.llm import GenerateOptions, chunks
+from plugins.llm import GenerateOptions
 from plugins.session_persistence import mount_persistence
 from plugins.session_persistence_jsonl import JsonlBackend
 from plugins.session_persistence_jsonl.fileops import FileOps
-from plugins.tools import Tool, ToolExecutionInput
+from plugins.tools import ToolExecutionInput
 
 pytestmark = pytest.mark.anyio
 
@@ -49,23 +49,7 @@ async def test_a_full_disk_fails_closed_at_both_boundaries_and_heals(tmp_path: P
         )
         return await mount_persistence(ctx, backend, config)
 
-    class Adapter:
-        async def stream(self, options: Any) -> AsyncIterator[dict[str, Any]]:
-            ran.append("adapter")
-            yield chunks.finish(chunks.stop_reason("stop"))
-
-    async def body(args: Any, exec: Any) -> Any:
-        ran.append("tool")
-        return None
-
-    async with Context() as ctx:
-        await ctx.plugin(plugins.session)
-        await ctx.plugin(plugins.llm)
-        await ctx.plugin(plugins.tools)
-        await ctx.plugin(persistence)
-        await ctx.plugin(plugins.session_checkpoint_policy)
-        ctx.llm.register_adapter("probe", Adapter())
-        ctx.tools.register(Tool(name="probe", description="p", parameters={}, execute=body))
+    async with probe_stack(persistence, ran) as ctx:
         session = ctx.sessions.create("faulty", meta={"cwd": str(tmp_path)})
         session.append("turn/start", {"turn": 1})
         await ctx.sessions.flush(session)

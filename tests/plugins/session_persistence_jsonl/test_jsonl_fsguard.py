@@ -6,26 +6,23 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from jsonl_helpers import MODES, backend, meta, turn, write
+from policy_probe import probe_stack
 
-import plugins.llm
-import plugins.session
-import plugins.session_checkpoint_policy
 import plugins.session_persistence_jsonl as jsonl
-import plugins.tools
 from framework import AbortController, Context
-from plugins.llm import GenerateOptions, chunks
+from plugins.llm import GenerateOptions
 from plugins.session_persistence import mount_persistence
 from plugins.session_persistence.fsguard import ReplacedFileError, UnsafeStorageError
 from plugins.session_persistence.testing import running
 from plugins.session_persistence_jsonl import JsonlBackend
-from plugins.tools import Tool, ToolExecutionInput
+from plugins.tools import ToolExecutionInput
 
 pytestmark = pytest.mark.anyio
 
@@ -220,23 +217,7 @@ async def test_a_log_swapped_mid_turn_stops_the_next_request_and_tool_body(
         )
         return await mount_persistence(ctx, backend, config)
 
-    class Adapter:
-        async def stream(self, options: Any) -> AsyncIterator[dict[str, Any]]:
-            ran.append("adapter")
-            yield chunks.finish(chunks.stop_reason("stop"))
-
-    async def body(args: Any, exec: Any) -> Any:
-        ran.append("tool")
-        return None
-
-    async with Context() as ctx:
-        await ctx.plugin(plugins.session)
-        await ctx.plugin(plugins.llm)
-        await ctx.plugin(plugins.tools)
-        await ctx.plugin(persistence)
-        await ctx.plugin(plugins.session_checkpoint_policy)
-        ctx.llm.register_adapter("probe", Adapter())
-        ctx.tools.register(Tool(name="probe", description="p", parameters={}, execute=body))
+    async with probe_stack(persistence, ran) as ctx:
         session = ctx.sessions.create("swapped", meta={"cwd": str(tmp_path)})
         session.append("turn/start", {"turn": 1})
         await ctx.sessions.flush(session)

@@ -4,7 +4,6 @@ tool body, saying so."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,19 +11,16 @@ import anyio
 import psycopg
 import pytest
 from pg_helpers import execute, until
+from policy_probe import probe_stack
 from postgres_support import PostgresTarget
 
-import plugins.llm
-import plugins.session
-import plugins.session_checkpoint_policy
 import plugins.session_persistence_postgres as pg
-import plugins.tools
 from framework import AbortController, Context
-from plugins.llm import GenerateOptions, chunks
+from plugins.llm import GenerateOptions
 from plugins.session_persistence import mount_persistence
 from plugins.session_persistence.errors import WriterLockLostError
 from plugins.session_persistence_postgres import PostgresBackend, lock_key
-from plugins.tools import Tool, ToolExecutionInput
+from plugins.tools import ToolExecutionInput
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -37,23 +33,7 @@ async def test_a_lost_lock_stops_the_next_request_and_tool_body(postgres: Postgr
         config = pg.Config(dsn=postgres.dsn, schema=postgres.schema, writeBatchMaxDelayMs=60_000)
         return await mount_persistence(ctx, backend, config)
 
-    class Adapter:
-        async def stream(self, options: Any) -> AsyncIterator[dict[str, Any]]:
-            ran.append("adapter")
-            yield chunks.finish(chunks.stop_reason("stop"))
-
-    async def body(args: Any, exec: Any) -> Any:
-        ran.append("tool")
-        return None
-
-    async with Context() as ctx:
-        await ctx.plugin(plugins.session)
-        await ctx.plugin(plugins.llm)
-        await ctx.plugin(plugins.tools)
-        await ctx.plugin(persistence)
-        await ctx.plugin(plugins.session_checkpoint_policy)
-        ctx.llm.register_adapter("probe", Adapter())
-        ctx.tools.register(Tool(name="probe", description="p", parameters={}, execute=body))
+    async with probe_stack(persistence, ran) as ctx:
         session = ctx.sessions.create("owned", meta={"cwd": "/w"})
         session.append("turn/start", {"turn": 1})
         await ctx.sessions.flush(session)

@@ -4,24 +4,20 @@ model request or tool body, says so, and writes nothing more."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from policy_probe import probe_stack
 
-import plugins.llm
-import plugins.session
-import plugins.session_checkpoint_policy
 import plugins.session_persistence_sqlite as sqlite_plugin
-import plugins.tools
 from framework import AbortController, Context
-from plugins.llm import GenerateOptions, chunks
+from plugins.llm import GenerateOptions
 from plugins.session_persistence import mount_persistence
 from plugins.session_persistence.errors import WriterLockLostError
 from plugins.session_persistence_sqlite import SqliteBackend
-from plugins.tools import Tool, ToolExecutionInput
+from plugins.tools import ToolExecutionInput
 
 pytestmark = pytest.mark.anyio
 
@@ -52,23 +48,7 @@ async def test_a_taken_over_owner_stops_before_the_next_request_and_tool_body(
         config = sqlite_plugin.Config(path=str(database), write_batch_max_delay_ms=60_000)
         return await mount_persistence(ctx, SqliteBackend(database), config)
 
-    class Adapter:
-        async def stream(self, options: Any) -> AsyncIterator[dict[str, Any]]:
-            ran.append("adapter")
-            yield chunks.finish(chunks.stop_reason("stop"))
-
-    async def body(args: Any, exec: Any) -> Any:
-        ran.append("tool")
-        return None
-
-    async with Context() as ctx:
-        await ctx.plugin(plugins.session)
-        await ctx.plugin(plugins.llm)
-        await ctx.plugin(plugins.tools)
-        await ctx.plugin(persistence)
-        await ctx.plugin(plugins.session_checkpoint_policy)
-        ctx.llm.register_adapter("probe", Adapter())
-        ctx.tools.register(Tool(name="probe", description="p", parameters={}, execute=body))
+    async with probe_stack(persistence, ran) as ctx:
         session = ctx.sessions.create("owned", meta={"cwd": str(tmp_path)})
         session.append("turn/start", {"turn": 1})
         await ctx.sessions.flush(session)
