@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import ExitStack
+from contextlib import AbstractAsyncContextManager, ExitStack
 from pathlib import Path
 from typing import Annotated, NoReturn, cast
 
@@ -14,6 +14,7 @@ import typer
 from rich.progress import Progress
 from rich.table import Table
 
+from framework import Context
 from framework.loader import boot
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import SessionLog
@@ -54,6 +55,11 @@ Patches = Annotated[
 ]
 Json = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
 Debug = Annotated[bool, typer.Option("--debug", help="Debug logging and tracebacks.")]
+
+
+def _boot(config: Path | None, patches: list[Path] | None) -> AbstractAsyncContextManager[Context]:
+    """The app of a command: `-c` (else the default manifest) with its `--patch` overlays."""
+    return boot(config or default_manifest(), patches or [])
 
 
 def _execute(debug: bool, work: Callable[[], Awaitable[int]], *, json: bool = False) -> NoReturn:
@@ -257,7 +263,7 @@ def sessions(
                 task = bar.add_task("reading sessions", total=total)
                 return lambda: bar.advance(task)
 
-            async with boot(config or default_manifest(), patch or []) as ctx:
+            async with _boot(config, patch) as ctx:
                 rows = await listing.session_rows(
                     runner.persistence_of(ctx),
                     progress,
@@ -327,7 +333,7 @@ def show(
     """Show a session's timeline and token usage (read-only: nothing is repaired or written)."""
 
     async def work() -> int:
-        async with boot(config or default_manifest(), patch or []) as ctx:
+        async with _boot(config, patch) as ctx:
             persistence = runner.persistence_of(ctx)
             if raw:
                 sys.stdout.buffer.write(await persistence.read_raw(session_id))
@@ -433,7 +439,7 @@ def fork(
     async def work() -> int:
         from .forking import fork as make_fork
 
-        async with boot(config or default_manifest(), patch or []) as ctx:
+        async with _boot(config, patch) as ctx:
             made = await make_fork(ctx, session_id, at=at, turn=turn, new_id=new_id)
         if json:
             print(dumps(made.to_json()))
@@ -466,7 +472,7 @@ def doctor(
 
         if (session_id is None) == (not every):
             raise CliError("name one session (ID) or pass --all", USAGE)
-        async with boot(config or default_manifest(), patch or []) as ctx:
+        async with _boot(config, patch) as ctx:
             persistence = runner.persistence_of(ctx)
             ids = [session_id] if session_id else [h["id"] for h in await persistence.list()]
             findings = [f for i in ids for f in await checks.examine(persistence, i)]
@@ -502,7 +508,7 @@ def rm(
     """Delete stored sessions (one another process runs is refused)."""
 
     async def work() -> int:
-        async with boot(config or default_manifest(), patch or []) as ctx:
+        async with _boot(config, patch) as ctx:
             persistence = runner.persistence_of(ctx)
             for target in session_ids:
                 await persistence.delete(target)
@@ -538,7 +544,7 @@ def prune(
 
         window = removal.parse_duration(older_than)
         now = time.time_ns() // 1_000_000
-        async with boot(config or default_manifest(), patch or []) as ctx:
+        async with _boot(config, patch) as ctx:
             decisions = await removal.prune(
                 runner.persistence_of(ctx),
                 older_than_ms=window,
@@ -611,7 +617,7 @@ def export(
 
         if (html is None) == (jsonl is None):
             raise CliError("pass one of --html FILE or --jsonl FILE", USAGE)
-        async with boot(config or default_manifest(), patch or []) as ctx:
+        async with _boot(config, patch) as ctx:
             persistence = runner.persistence_of(ctx)
             stored = await persistence.read_from(session_id, 0)
             log = await persistence.inspect(session_id)

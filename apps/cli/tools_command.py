@@ -13,14 +13,12 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from framework import Context
-from framework.loader import boot
 from plugins.session.jsonutil import dumps
 from plugins.tools import Tool
 
 from .console import consoles
 from .errors import OK, CliError
-from .main import Debug, Json, Manifest, Patches, _execute
-from .paths import default_manifest
+from .main import Debug, Json, Manifest, Patches, _boot, _execute
 
 if TYPE_CHECKING:
     from plugins.mcp import McpTool
@@ -85,7 +83,7 @@ def tools(
     """List the tools a manifest registers (MCP servers are started to list theirs)."""
 
     async def work() -> int:
-        async with boot(config or default_manifest(), patch or []) as ctx:
+        async with _boot(config, patch) as ctx:
             infos = tool_infos(ctx)
         if json:
             for info in infos:
