@@ -29,7 +29,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import anyio
 import psycopg
@@ -64,8 +64,9 @@ from .connection import (
     require_asyncio,
     scrub,
 )
+from .group import GroupCommit
 from .lockwatch import LockWatch, readable
-from .rows import EventColumns, encode_events, header_values, meta_of, scan_rows
+from .rows import EventColumns, GroupArrays, encode_events, header_values, meta_of, scan_rows
 from .schema import Statements, ensure_schema
 
 __all__ = ["PostgresBackend"]
@@ -80,6 +81,33 @@ _log = logging.getLogger("plugins.session_persistence_postgres")
 
 #: How long a lock whose recorded holder is a dead process on this host is waited for.
 DEAD_HOLDER_GRACE_S: Final = 2.0
+
+
+class _Batch(NamedTuple):
+    """One session's append waiting for its group."""
+
+    session_id: str
+    columns: EventColumns
+
+
+class _Checked(NamedTuple):
+    """What a group append sent and checked for one session, and whether it wrote."""
+
+    owned: bool
+    lock_pid: int
+    seen: int | None
+    locked: bool
+    token: str | None
+    pid: int | None
+    host: str | None
+    next_seq: int
+    revision: int
+    written: bool
+
+
+#: A group append's outcome for one session: what was checked, None when the session row is
+#: gone, or that session's own error.
+_Outcome = _Checked | None | BaseException
 
 
 class _LockLost(Exception):
@@ -133,6 +161,7 @@ class PostgresBackend(BackendBase):
         self._watch = LockWatch(self._check_lock_connection)
         #: `next_seq` of each id as this instance last read or wrote it (stale-writer check).
         self._seen: dict[str, int] = {}
+        self._group: GroupCommit[_Batch, _Checked | None] = GroupCommit(self._write_group)
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -202,6 +231,7 @@ class PostgresBackend(BackendBase):
             if self._closed:
                 return
             self._closed = True
+        await self._group.aclose()
         await self._watch.aclose()
         pool, conn = self._pool, self._lock_conn
         self._pool = self._lock_conn = None
@@ -294,44 +324,103 @@ class PostgresBackend(BackendBase):
             await self._append(session_id, columns)
 
     async def _append(self, session_id: str, columns: EventColumns) -> None:
-        """The hot path: the whole transaction (row lock, checks, insert, advance) is one
-        autocommit statement, one round trip; a refused check writes nothing and is diagnosed
-        from the row the statement returns."""
+        """The hot path: the append joins the group commit (`_write_group`); a refused check
+        wrote nothing and is diagnosed from what the statement returned."""
         self._refuse_lost(session_id)
-        start, end = columns.seqs[0], columns.seqs[0] + len(columns.seqs)
-        seen = self._seen.get(session_id)
-        arrays = columns.arrays()
+        start = columns.seqs[0]
         for attempt in range(2):
-            owned = session_id in self._held
-            params = {
-                **self._lock_params(session_id),
-                "token": self._token if owned else None,
-                "seen": seen,
-                "start": start,
-                "end": end,
-                **arrays,
-            }
-            async with self._connection(f'writing session "{session_id}"') as conn:
-                cursor = await conn.execute(self._sql.append[owned], params)
-                row = await cursor.fetchone()
-            if row is None:
+            checked = await self._group.submit(session_id, _Batch(session_id, columns))
+            if checked is None:
                 raise StaleWriterError(session_id)
-            locked, token, pid, host, next_seq, _, written = row
-            if written:
-                self._seen[session_id] = end
+            if checked.written:
                 return
             try:
-                self._check_lock(session_id, owned, locked, token, pid, host)
+                self._check_lock(
+                    session_id,
+                    checked.owned,
+                    checked.locked,
+                    checked.token,
+                    checked.pid,
+                    checked.host,
+                )
             except _LockLost:
                 if attempt:
-                    raise self._lose(session_id, pid, host) from None
-                await self._reacquire(session_id, params["lock_pid"])
+                    raise self._lose(session_id, checked.pid, checked.host) from None
+                await self._reacquire(session_id, checked.lock_pid)
                 continue
-            if next_seq != seen:
+            if checked.next_seq != checked.seen:
                 raise StaleWriterError(session_id)
             raise SessionPersistenceError(
-                f"session {session_id} append starts at seq {start}, stored next seq is {next_seq}"
+                f"session {session_id} append starts at seq {start}, stored next seq is "
+                f"{checked.next_seq}"
             )
+
+    async def _write_group(self, batches: Sequence[_Batch]) -> list[_Outcome]:
+        """Group commit: the appends of many sessions (`batches`, each one session's rows) in
+        one statement, so one transaction and one commit (docs/performance.md).
+
+        Each session keeps its own checks (writer lock, owner token, `next_seq`); a refused one
+        writes nothing and the others go on. `next_seq` is recorded only for what the statement
+        committed. A statement that fails on a usable connection (a bad row, a constraint) is
+        retried session by session, so the failure stays with its session; a broken connection
+        (or an unknown outcome) fails the whole group, and nothing of it is recorded."""
+        outcomes: list[_Outcome] = [None] * len(batches)
+        sent: list[int] = []
+        arrays = GroupArrays()
+        for index, (session_id, columns) in enumerate(batches):
+            lost = self._lost.get(session_id)
+            if lost is not None:  # lost for good while the append waited for its group
+                outcomes[index] = lost
+                continue
+            sent.append(index)
+            arrays.add(
+                session_id,
+                columns,
+                key=lock_key(session_id),
+                lock_pid=self._lock_pid,
+                token=self._token if session_id in self._held else None,
+                seen=self._seen.get(session_id),
+            )
+        if not sent:
+            return outcomes
+        what = (
+            f'writing session "{batches[sent[0]].session_id}"'
+            if len(sent) == 1
+            else f"writing {len(sent)} sessions"
+        )
+        pool = await self._ready()
+        alone = False
+        try:
+            async with pool.connection() as conn:
+                try:
+                    cursor = await conn.execute(self._sql.append_group, arrays.params())
+                    rows = await cursor.fetchall()
+                except psycopg.Error:
+                    if conn.broken or len(sent) == 1:
+                        raise
+                    alone = True
+        except psycopg.Error as error:
+            raise self._error(what, error) from None
+        if alone:
+            for index in sent:
+                try:
+                    (outcomes[index],) = await self._write_group([batches[index]])
+                except DatabaseError as error:
+                    outcomes[index] = error
+            return outcomes
+        stored = {row[0]: row for row in rows}
+        for position, index in enumerate(sent):
+            session_id, columns = batches[index]
+            row = stored.get(session_id)
+            if row is None:
+                continue
+            checked = _Checked(
+                arrays.owned[position], arrays.lock_pids[position], arrays.seens[position], *row[1:]
+            )
+            if checked.written:
+                self._seen[session_id] = arrays.ends[position]
+            outcomes[index] = checked
+        return outcomes
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]

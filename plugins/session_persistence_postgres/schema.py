@@ -93,24 +93,42 @@ def _check(lock: LiteralString, *, first: bool) -> LiteralString:
     )
 
 
-def _append(lock: LiteralString) -> LiteralString:
-    return (
-        "WITH s AS MATERIALIZED (SELECT " + lock + " AS locked, o.token, o.pid, o.host, "
-        """s.next_seq, s.revision
-            FROM {s}.dsh_sessions AS s
-            LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = s.id
-            WHERE s.id = %(id)s FOR UPDATE OF s),
-        go AS MATERIALIZED (SELECT COALESCE(locked
-                AND (%(token)s::text IS NULL OR token = %(token)s::text)
-                AND next_seq = %(seen)s::bigint AND next_seq = %(start)s::bigint, false) AS ok
-            FROM s),
-        ins AS ("""
-        + _INSERT_EVENTS
-        + """ WHERE (SELECT ok FROM go)),
-        upd AS (UPDATE {s}.dsh_sessions SET next_seq = %(end)s, revision = revision + 1
-            WHERE id = %(id)s AND (SELECT ok FROM go) RETURNING 1)
-        SELECT locked, token, pid, host, next_seq, revision, EXISTS (SELECT 1 FROM upd) FROM s"""
-    )
+#: The hot path for a group of sessions, one autocommit statement (so one transaction, one
+#: commit): lock the session rows `FOR UPDATE` (in id order), read this instance's advisory
+#: locks from `pg_locks` once, check each session, insert the rows of those that pass and
+#: advance them; one row per stored session with what was checked and whether it was written.
+_APPEND_GROUP: Final = (
+    """WITH g AS (SELECT * FROM unnest(%(ids)s::text[], %(owned)s::boolean[], %(keys)s::bigint[],
+            %(lock_pids)s::integer[], %(his)s::bigint[], %(los)s::bigint[], %(tokens)s::text[],
+            %(seens)s::bigint[], %(starts)s::bigint[], %(ends)s::bigint[])
+            AS g(id, owned, key, lock_pid, hi, lo, mine, seen, start, stop)),
+        s AS MATERIALIZED (SELECT id, next_seq, revision FROM {s}.dsh_sessions
+            WHERE id = ANY (%(ids)s::text[]) ORDER BY id FOR UPDATE),
+        held AS MATERIALIZED (SELECT pid, classid::bigint AS hi, objid::bigint AS lo
+            FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+            AND pid = ANY (%(lock_pids)s::integer[])),
+        c AS MATERIALIZED (SELECT g.id, CASE WHEN g.owned THEN EXISTS (SELECT 1 FROM held AS h
+                WHERE h.pid = g.lock_pid AND h.hi = g.hi AND h.lo = g.lo)
+                ELSE pg_try_advisory_xact_lock(g.key) END AS locked,
+            o.token, o.pid, o.host, s.next_seq, s.revision, g.mine, g.seen, g.start, g.stop
+            FROM g JOIN s ON s.id = g.id
+            LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = g.id),
+        go AS MATERIALIZED (SELECT id, stop FROM c WHERE locked
+            AND (mine IS NULL OR token = mine) AND next_seq = seen AND next_seq = start),
+        ins AS (INSERT INTO {s}.dsh_events (session_id, """
+    + _EVENT
+    + """) SELECT r.id, r.seq, r.type, r.time, r.data, r.ses::bigint[], r.surface_op,
+                r.ignorable, r.key_order
+            FROM unnest(%(event_ids)s::text[], %(seqs)s::bigint[], %(types)s::text[],
+                %(times)s::bigint[], %(data)s::text[], %(ses)s::text[], %(surface_ops)s::text[],
+                %(ignorable)s::boolean[], %(key_orders)s::text[])
+                AS r(id, seq, type, time, data, ses, surface_op, ignorable, key_order)
+            WHERE r.id IN (SELECT id FROM go)),
+        upd AS (UPDATE {s}.dsh_sessions AS t SET next_seq = go.stop, revision = t.revision + 1
+            FROM go WHERE t.id = go.id RETURNING t.id)
+    SELECT c.id, c.locked, c.token, c.pid, c.host, c.next_seq, c.revision,
+        c.id IN (SELECT id FROM upd) FROM c"""
+)
 
 
 def _compose(template: LiteralString, schema: str) -> bytes:
@@ -133,13 +151,11 @@ class Statements:
             for owned in (True, False)
             for first in (True, False)
         }
-        #: The hot path, by `owned`: one statement that locks the session row, checks the lock
-        #: (and, owned, the owner token), `next_seq == seen == start`, and only then inserts the
-        #: rows and advances `next_seq`/`revision`; it returns the checked values and whether it
-        #: wrote.
-        self.append = {
-            owned: q(_append(_OWNED if owned else _TRANSIENT)) for owned in (True, False)
-        }
+        #: The hot path: the appends of many sessions in one statement (`_APPEND_GROUP`).
+        #: Parameters, one array element per session: ids, owned, keys, lock_pids, his, los,
+        #: tokens (NULL unless owned), seens, starts, ends; one per event: event_ids and the
+        #: `EventColumns.arrays()` columns.
+        self.append_group = q(_APPEND_GROUP)
         self.insert_session = q(
             "INSERT INTO {s}.dsh_sessions ("
             + _HEADER
