@@ -72,9 +72,9 @@ from .schema import Statements, ensure_schema
 __all__ = ["PostgresBackend"]
 
 Connection = psycopg.AsyncConnection[TupleRow]
-#: A write's body: given the connection and the locked session row's `(next_seq, revision)`
-#: (None for the first batch), it writes and returns the new `next_seq`.
-_Body = Callable[[Connection, tuple[int, int] | None], Awaitable[int]]
+#: A write's body: given the connection and the locked session row's `(next_seq, revision)`,
+#: it writes and returns the new `next_seq`.
+_Body = Callable[[Connection, tuple[int, int]], Awaitable[int]]
 
 
 _log = logging.getLogger("plugins.session_persistence_postgres")
@@ -84,10 +84,12 @@ DEAD_HOLDER_GRACE_S: Final = 2.0
 
 
 class _Batch(NamedTuple):
-    """One session's append waiting for its group."""
+    """One session's append waiting for its group; `header` (the session row's columns) makes
+    it the first batch, creating the session."""
 
     session_id: str
     columns: EventColumns
+    header: dict[str, Any] | None
 
 
 class _Checked(NamedTuple):
@@ -100,14 +102,13 @@ class _Checked(NamedTuple):
     token: str | None
     pid: int | None
     host: str | None
-    next_seq: int
-    revision: int
+    stored: bool
+    next_seq: int | None
     written: bool
 
 
-#: A group append's outcome for one session: what was checked, None when the session row is
-#: gone, or that session's own error.
-_Outcome = _Checked | None | BaseException
+#: A group append's outcome for one session: what was checked, or that session's own error.
+_Outcome = _Checked | BaseException
 
 
 class _LockLost(Exception):
@@ -161,7 +162,7 @@ class PostgresBackend(BackendBase):
         self._watch = LockWatch(self._check_lock_connection)
         #: `next_seq` of each id as this instance last read or wrote it (stale-writer check).
         self._seen: dict[str, int] = {}
-        self._group: GroupCommit[_Batch, _Checked | None] = GroupCommit(self._write_group)
+        self._group: GroupCommit[_Batch, _Checked] = GroupCommit(self._write_group)
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -300,38 +301,23 @@ class PostgresBackend(BackendBase):
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
         """Make `events` durable as one transaction (creating the session row with them when
-        not materialized)."""
+        not materialized), shared with the appends of other sessions waiting at once."""
         check_id(meta["id"])
         session_id: str = meta["id"]
         columns = encode_events(session_id, events)
         if not is_materialized:
-            header = header_values(meta)
-
-            async def materialize(conn: Connection, state: tuple[int, int] | None) -> int:
-                cursor = await conn.execute(
-                    self._sql.insert_session,
-                    {**header, "incarnation": uuid.uuid4(), "next_seq": len(columns.seqs)},
-                )
-                if await cursor.fetchone() is None:
-                    raise SessionExistsError(
-                        f'session "{session_id}" already has a persisted log in PostgreSQL '
-                        f'schema "{self.schema}" (another writer created it first)'
-                    )
-                return await self._insert(conn, session_id, columns, 0, advance=False)
-
-            await self._transaction(session_id, materialize, first=True)
+            header = {**header_values(meta), "incarnation": str(uuid.uuid4())}
+            await self._append(_Batch(session_id, columns, header))
         elif events:
-            await self._append(session_id, columns)
+            await self._append(_Batch(session_id, columns, None))
 
-    async def _append(self, session_id: str, columns: EventColumns) -> None:
+    async def _append(self, batch: _Batch) -> None:
         """The hot path: the append joins the group commit (`_write_group`); a refused check
         wrote nothing and is diagnosed from what the statement returned."""
+        session_id = batch.session_id
         self._refuse_lost(session_id)
-        start = columns.seqs[0]
         for attempt in range(2):
-            checked = await self._group.submit(session_id, _Batch(session_id, columns))
-            if checked is None:
-                raise StaleWriterError(session_id)
+            checked = await self._group.submit(session_id, batch)
             if checked.written:
                 return
             try:
@@ -348,15 +334,20 @@ class PostgresBackend(BackendBase):
                     raise self._lose(session_id, checked.pid, checked.host) from None
                 await self._reacquire(session_id, checked.lock_pid)
                 continue
-            if checked.next_seq != checked.seen:
+            if batch.header is not None:
+                raise SessionExistsError(
+                    f'session "{session_id}" already has a persisted log in PostgreSQL '
+                    f'schema "{self.schema}" (another writer created it first)'
+                )
+            if not checked.stored or checked.next_seq != checked.seen:
                 raise StaleWriterError(session_id)
             raise SessionPersistenceError(
-                f"session {session_id} append starts at seq {start}, stored next seq is "
-                f"{checked.next_seq}"
+                f"session {session_id} append starts at seq {batch.columns.seqs[0]}, stored next "
+                f"seq is {checked.next_seq}"
             )
 
     async def _write_group(self, batches: Sequence[_Batch]) -> list[_Outcome]:
-        """Group commit: the appends of many sessions (`batches`, each one session's rows) in
+        """Group commit: the appends of many sessions (`batches`, at most one per session) in
         one statement, so one transaction and one commit (docs/performance.md).
 
         Each session keeps its own checks (writer lock, owner token, `next_seq`); a refused one
@@ -364,15 +355,10 @@ class PostgresBackend(BackendBase):
         committed. A statement that fails on a usable connection (a bad row, a constraint) is
         retried session by session, so the failure stays with its session; a broken connection
         (or an unknown outcome) fails the whole group, and nothing of it is recorded."""
-        outcomes: list[_Outcome] = [None] * len(batches)
-        sent: list[int] = []
+        lost = {index: self._lost.get(batch.session_id) for index, batch in enumerate(batches)}
+        sent = [batch for index, batch in enumerate(batches) if lost[index] is None]
         arrays = GroupArrays()
-        for index, (session_id, columns) in enumerate(batches):
-            lost = self._lost.get(session_id)
-            if lost is not None:  # lost for good while the append waited for its group
-                outcomes[index] = lost
-                continue
-            sent.append(index)
+        for session_id, columns, header in sent:
             arrays.add(
                 session_id,
                 columns,
@@ -380,47 +366,52 @@ class PostgresBackend(BackendBase):
                 lock_pid=self._lock_pid,
                 token=self._token if session_id in self._held else None,
                 seen=self._seen.get(session_id),
+                header=header,
             )
-        if not sent:
-            return outcomes
+        outcomes = iter(await self._write_together(arrays, sent) if sent else [])
+        return [next(outcomes) if error is None else error for error in lost.values()]
+
+    async def _write_together(self, arrays: GroupArrays, sent: Sequence[_Batch]) -> list[_Outcome]:
+        """Run the group statement for `sent` (`arrays` holds their parameters)."""
+        alone = len(sent) == 1
         what = (
-            f'writing session "{batches[sent[0]].session_id}"'
-            if len(sent) == 1
-            else f"writing {len(sent)} sessions"
+            f'writing session "{sent[0].session_id}"' if alone else f"writing {len(sent)} sessions"
         )
         pool = await self._ready()
-        alone = False
         try:
             async with pool.connection() as conn:
                 try:
                     cursor = await conn.execute(self._sql.append_group, arrays.params())
                     rows = await cursor.fetchall()
                 except psycopg.Error:
-                    if conn.broken or len(sent) == 1:
+                    if alone or conn.broken:
                         raise
-                    alone = True
+                    rows = None
         except psycopg.Error as error:
             raise self._error(what, error) from None
-        if alone:
-            for index in sent:
-                try:
-                    (outcomes[index],) = await self._write_group([batches[index]])
-                except DatabaseError as error:
-                    outcomes[index] = error
-            return outcomes
-        stored = {row[0]: row for row in rows}
-        for position, index in enumerate(sent):
-            session_id, columns = batches[index]
-            row = stored.get(session_id)
-            if row is None:
-                continue
-            checked = _Checked(
-                arrays.owned[position], arrays.lock_pids[position], arrays.seens[position], *row[1:]
+        if rows is None:  # the statement failed on a live connection: find whose rows did
+            return [await self._write_alone(batch) for batch in sent]
+        checked = {row[0]: row[1:] for row in rows}
+        outcomes: list[_Outcome] = []
+        for position, batch in enumerate(sent):
+            outcome = _Checked(
+                arrays.owned[position],
+                arrays.lock_pids[position],
+                arrays.seens[position],
+                *checked[batch.session_id],
             )
-            if checked.written:
-                self._seen[session_id] = arrays.ends[position]
-            outcomes[index] = checked
+            if outcome.written:
+                self._seen[batch.session_id] = arrays.ends[position]
+            outcomes.append(outcome)
         return outcomes
+
+    async def _write_alone(self, batch: _Batch) -> _Outcome:
+        """One session's append as a group of its own; its error is its outcome."""
+        try:
+            (outcome,) = await self._write_group([batch])
+        except DatabaseError as error:
+            return error
+        return outcome
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -434,14 +425,13 @@ class PostgresBackend(BackendBase):
         session_id: str = meta["id"]
         columns = encode_events(session_id, closers)
 
-        async def repair(conn: Connection, state: tuple[int, int] | None) -> int:
-            assert state is not None
+        async def repair(conn: Connection, state: tuple[int, int]) -> int:
             next_seq, _ = state
             if next_seq != self._seen.get(session_id):
                 raise StaleWriterError(session_id)
             return await self._insert(conn, session_id, columns, next_seq)
 
-        await self._transaction(session_id, repair, first=False)
+        await self._transaction(session_id, repair)
         return None
 
     async def delete_stored(self, session_id: str) -> bool:
@@ -449,30 +439,23 @@ class PostgresBackend(BackendBase):
         if await self.read_stored_revision(session_id) is None:
             return False
 
-        async def delete(conn: Connection, state: tuple[int, int] | None) -> int:
+        async def delete(conn: Connection, state: tuple[int, int]) -> int:
             await conn.execute(self._sql.delete_session, (session_id,))
             return 0
 
-        await self._transaction(session_id, delete, first=False)
+        await self._transaction(session_id, delete)
         self._seen.pop(session_id, None)
         return True
 
     async def _insert(
-        self,
-        conn: Connection,
-        session_id: str,
-        columns: EventColumns,
-        start: int,
-        *,
-        advance: bool = True,
+        self, conn: Connection, session_id: str, columns: EventColumns, start: int
     ) -> int:
         """Insert the rows (numbered from `start`: the coordinator checked the batch continues
         the log) and advance the session row; the new `next_seq`."""
         end = start + len(columns.seqs)
         if columns.seqs:
             await conn.execute(self._sql.insert_events, {"id": session_id, **columns.arrays()})
-        if advance:
-            await conn.execute(self._sql.advance, (end, session_id))
+        await conn.execute(self._sql.advance, (end, session_id))
         return end
 
     def _lock_params(self, session_id: str) -> dict[str, Any]:
@@ -500,9 +483,9 @@ class PostgresBackend(BackendBase):
         if owned and token != self._token:
             raise SessionLockedError(session_id, pid, host)
 
-    async def _transaction(self, session_id: str, body: _Body, *, first: bool) -> None:
+    async def _transaction(self, session_id: str, body: _Body) -> None:
         """Run `body` in one explicit transaction after the lock checks (the session row locked
-        `FOR UPDATE` unless `first`); re-acquire a lost live lock once."""
+        `FOR UPDATE`); re-acquire a lost live lock once."""
         self._refuse_lost(session_id)
         for attempt in range(2):
             owned = session_id in self._held
@@ -510,12 +493,12 @@ class PostgresBackend(BackendBase):
             try:
                 what = f'writing session "{session_id}"'
                 async with self._connection(what) as conn, conn.transaction():
-                    cursor = await conn.execute(self._sql.checks[(owned, first)], params)
+                    cursor = await conn.execute(self._sql.checks[owned], params)
                     row = await cursor.fetchone()
                     if row is None:
                         raise StaleWriterError(session_id)
                     self._check_lock(session_id, owned, *row[:4])
-                    end = await body(conn, None if first else (row[4], row[5]))
+                    end = await body(conn, (row[4], row[5]))
             except _LockLost:
                 if attempt:
                     raise self._lose(session_id, None, None) from None

@@ -53,6 +53,9 @@ HEADER_COLUMNS: Final = (
     ("agentPreset", "agent_preset", str),
 )
 
+_HEADER_NAMES: Final = tuple(column for _, column, _ in HEADER_COLUMNS)
+_INT_COLUMNS: Final = {"version", *(column for _, column, kind in HEADER_COLUMNS if kind is int)}
+
 _CODE: Final = {
     "type": "t",
     "seq": "s",
@@ -131,6 +134,7 @@ class GroupArrays:
     session: one element per session in the session arrays, one per row in the event ones."""
 
     ids: list[str] = field(default_factory=list)
+    first: list[bool] = field(default_factory=list)
     owned: list[bool] = field(default_factory=list)
     keys: list[int] = field(default_factory=list)
     lock_pids: list[int] = field(default_factory=list)
@@ -138,6 +142,12 @@ class GroupArrays:
     seens: list[int | None] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)
     ends: list[int] = field(default_factory=list)
+    #: The `header_values` columns (and `incarnation`) of first batches, None for the others.
+    headers: dict[str, list[Any]] = field(
+        default_factory=lambda: {
+            column: [] for column in ("version", *_HEADER_NAMES, "incarnation")
+        }
+    )
     event_ids: list[str] = field(default_factory=list)
     events: EventColumns = field(default_factory=_empty)
 
@@ -150,18 +160,24 @@ class GroupArrays:
         lock_pid: int,
         token: str | None,
         seen: int | None,
+        header: dict[str, Any] | None,
     ) -> None:
         """One session's append: its lock key, the lock connection that must hold the key,
         its owner token (None: not owned, take the lock for the transaction), the `next_seq`
-        this instance last saw, and its rows."""
+        this instance last saw, its rows, and for a first batch (creating the session row)
+        its `header_values` plus `incarnation`."""
+        start = columns.seqs[0] if columns.seqs else 0
         self.ids.append(session_id)
+        self.first.append(header is not None)
+        for column, values in self.headers.items():
+            values.append(None if header is None else header[column])
         self.owned.append(token is not None)
         self.keys.append(key)
         self.lock_pids.append(lock_pid)
         self.tokens.append(token)
         self.seens.append(seen)
-        self.starts.append(columns.seqs[0])
-        self.ends.append(columns.seqs[0] + len(columns.seqs))
+        self.starts.append(start)
+        self.ends.append(start + len(columns.seqs))
         self.event_ids += [session_id] * len(columns.seqs)
         self.events.extend(columns)
 
@@ -169,8 +185,13 @@ class GroupArrays:
         """The statement's parameters as array literals."""
         flags = {True: "t", False: "f"}
         unsigned = [key % 2**64 for key in self.keys]
+        header = {
+            column: int_array(values) if column in _INT_COLUMNS else text_array(values)
+            for column, values in self.headers.items()
+        }
         return {
             "ids": text_array(self.ids),
+            "first": "{" + ",".join([flags[flag] for flag in self.first]) + "}",
             "owned": "{" + ",".join([flags[flag] for flag in self.owned]) + "}",
             "keys": int_array(self.keys),
             "lock_pids": int_array(self.lock_pids),
@@ -180,6 +201,7 @@ class GroupArrays:
             "seens": int_array(self.seens),
             "starts": int_array(self.starts),
             "ends": int_array(self.ends),
+            **header,
             "event_ids": text_array(self.event_ids),
             **self.events.arrays(),
         }
