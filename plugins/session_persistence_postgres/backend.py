@@ -4,9 +4,10 @@ Every write is one transaction: the session row is locked `FOR UPDATE` (or, for 
 inserted with `ON CONFLICT DO NOTHING`: a conflict is a lost race), the writer lock, owner token
 and stale-writer (`next_seq`) checks are verified, the events go in with one
 `INSERT ... SELECT FROM unnest(...)`, `next_seq` and `revision` advance, COMMIT
-(`synchronous_commit = on`: durable on return). An append to a materialized session, the hot
-path, sends all of that as one autocommit statement (one round trip); the first batch and
-repairs use an explicit transaction.
+(`synchronous_commit = on`: durable on return). Appends (first batches included), the hot
+path, go through the group commit (`group.py`): the appends of every session waiting at once
+are one autocommit statement (one round trip, one transaction, one WAL flush), each session
+checked on its own. Repairs and deletes use an explicit transaction.
 
 Writer exclusion: a live session's advisory lock (key: `lock_key(id)`) is held with
 `pg_try_advisory_lock` on one dedicated connection outside the pool, so the server frees it when
