@@ -19,9 +19,9 @@ __all__ = ["SCHEMA_VERSION", "Statements", "ensure_schema"]
 #: The table layout this build reads and writes.
 SCHEMA_VERSION: Final = 1
 
-_HEADER: Final = "version, id, " + ", ".join(column for _, column, _ in HEADER_COLUMNS)
-_EVENT: Final = ", ".join(EVENT_COLUMNS)
 _HEADER_NAMES: Final = ", ".join(column for _, column, _ in HEADER_COLUMNS)
+_HEADER: Final = "version, id, " + _HEADER_NAMES
+_EVENT: Final = ", ".join(EVENT_COLUMNS)
 #: The header columns after `version, id` as array parameters named after their columns.
 _HEADER_ARRAYS: Final = ", ".join(
     f"%({column})s::{'bigint' if kind is int else 'text'}[]" for _, column, kind in HEADER_COLUMNS
