@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from plugins.agent.tool_calls import parse_arguments
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.header import stored_header
 
@@ -25,7 +26,6 @@ from .summary import (
 )
 from .timeline import stamp
 from .transcript import usage_of
-from .views import parse_arguments
 
 Event = dict[str, Any]
 
