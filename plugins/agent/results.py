@@ -10,7 +10,7 @@ turn's `turn/end`, into a `RunResult`. Content items (`TurnStart`, the deltas, `
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,34 +181,32 @@ ProgressItem = StepStart | ToolCallStart | BlockEnd | MessageEnd | RetrySchedule
 StreamItem = TurnStart | TextDelta | ReasoningDelta | ToolCall | ToolResult | TurnEnd | ProgressItem
 
 
-def open_calls(events: Sequence[Event]) -> dict[str, ToolCall]:
-    """The logged tool calls that have no result yet (a turn that ended blocked on an approval
-    question leaves them; a later turn resolves them)."""
-    calls: dict[str, ToolCall] = {}
-    for event in events:
-        data = event["data"]
-        if event["type"] == "tool/call":
-            calls[data["callId"]] = _call(data)
-        elif event["type"] == "tool/result":
-            calls.pop(_result_call_id(data["message"]), None)
-    return calls
+def find_call(events: Sequence[Event], call_id: str) -> ToolCall | None:
+    """The logged call `call_id`, the newest first (None if the log has none)."""
+    for event in reversed(events):
+        if event["type"] == "tool/call" and event["data"]["callId"] == call_id:
+            return _call(event["data"])
+    return None
 
 
 class TurnFold:
     """Follows the first turn that starts in one session's events from now on.
 
-    `waiting` are earlier turns' calls without a result (`open_calls`): their results, when the
-    turn resolves them, are the turn's too.
+    Every result appended while the turn runs is the turn's, also that of a call an earlier turn
+    made and this one resolves (an answered approval question); `earlier(call_id)` finds such a
+    call in the log (`find_call`).
     """
 
-    def __init__(self, session_id: str, waiting: Mapping[str, ToolCall] | None = None) -> None:
+    def __init__(
+        self, session_id: str, earlier: Callable[[str], ToolCall | None] | None = None
+    ) -> None:
         self.session_id = session_id
         self.turn: int | None = None
         self.result: RunResult | None = None
         self._text = ""
         self._usage = Usage()
         self._calls: dict[str, ToolRun] = {}
-        self._waiting = dict(waiting or {})
+        self._earlier = earlier
 
     def add(self, event: Event) -> list[StreamItem]:
         """The stream items `event` yields (none once the turn has ended)."""
@@ -276,14 +274,12 @@ class TurnFold:
         return []
 
     def _tool_result(self, data: Mapping[str, Any]) -> ToolResult | None:
-        """The result of a call of this turn, or of a waiting call this turn resolves."""
         message = data["message"]
         call_id = _result_call_id(message)
-        waiting = self._waiting.pop(call_id, None)
-        if waiting is not None:
-            self._calls[call_id] = ToolRun(waiting, None)
-        elif data.get("turn") != self.turn:
-            return None
+        if call_id not in self._calls and self._earlier is not None:
+            call = self._earlier(call_id)
+            if call is not None:
+                self._calls[call_id] = ToolRun(call, None)
         block = next(
             (b for b in message.get("content", ()) if b.get("type") == "tool-result"), None
         )

@@ -24,7 +24,7 @@ from plugins.session.hooks import EVENT
 from .errors import AgentError
 from .hooks import PARENT, STATUS, CancelCause
 from .reasons import leaf, not_durable
-from .results import ProgressItem, RunResult, StreamItem, TurnEnd, TurnFold, open_calls
+from .results import ProgressItem, RunResult, StreamItem, TurnEnd, TurnFold, find_call
 
 if TYPE_CHECKING:
     from framework import AbortSignal
@@ -113,7 +113,7 @@ async def stream_turn(
         if changed is agent and changed.status != "running":
             send.send_nowait(None)  # idle (or disposed): nothing more comes
 
-    fold = TurnFold(agent.id, open_calls(agent.session.events))
+    fold = TurnFold(agent.id, lambda call_id: find_call(agent.session.events, call_id))
     ended = False
     off_event = service.ctx.on(EVENT, on_event)
     off_status = service.ctx.on(STATUS, on_status)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from plugins.agent import ToolCall, ToolResult, ToolRun
-from plugins.agent.results import TurnFold, open_calls
+from plugins.agent.results import TurnFold, find_call
 from plugins.session.repair import TOOL_NOT_STARTED_ERROR, TOOL_OUTCOME_UNKNOWN_ERROR
 from plugins.session_persistence.testing import event
 
@@ -53,7 +53,7 @@ def test_a_repair_result_names_its_repair_code() -> None:
     assert all(r.is_error for r in results)
 
 
-def test_a_call_waiting_from_an_earlier_turn_is_resolved_in_this_one() -> None:
+def test_a_call_an_earlier_turn_made_is_resolved_in_this_one() -> None:
     earlier = [
         event(0, "turn/start", {"turn": 1}),
         tool_call(1, 1, "asked", "write_file"),
@@ -61,15 +61,17 @@ def test_a_call_waiting_from_an_earlier_turn_is_resolved_in_this_one() -> None:
         tool_result(3, 1, "done", "ok"),
         event(4, "turn/end", {"turn": 1, "reason": {"kind": "blocked"}}),
     ]
-    waiting = open_calls(earlier)
-    assert waiting == {"asked": ToolCall("asked", "write_file", {"x": 1}, 1)}
-    turn_fold = TurnFold("s", waiting)
+    asked = find_call(earlier, "asked")
+    assert asked == ToolCall("asked", "write_file", {"x": 1}, 1)
+    assert find_call(earlier, "never") is None
+    turn_fold = TurnFold("s", lambda call_id: find_call(earlier, call_id))
     items = fold(
         [
-            event(5, "turn/start", {"turn": 2}),
-            tool_result(6, 1, "done", "a stray result of turn 1 is not this turn's"),
+            tool_result(5, 1, "done", "before the turn: not this turn's"),
+            event(6, "turn/start", {"turn": 2}),
             tool_result(7, 1, "asked", "written"),  # the approved call, of turn 1
             event(8, "turn/end", {"turn": 2, "reason": {"kind": "completed"}}),
+            tool_result(9, 1, "done", "after the turn: not this turn's"),
         ],
         turn_fold,
     )
@@ -81,4 +83,4 @@ def test_a_call_waiting_from_an_earlier_turn_is_resolved_in_this_one() -> None:
         1,
     )
     assert turn_fold.result is not None
-    assert turn_fold.result.tool_calls == [ToolRun(waiting["asked"], result)]
+    assert turn_fold.result.tool_calls == [ToolRun(asked, result)]
