@@ -16,9 +16,10 @@ surface operations against the current model-visible surface and tracks it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .eventlog import plain_events
 from .jsonutil import MAX_SAFE_INTEGER
 
 __all__ = [
@@ -439,15 +440,14 @@ def validate_header(header: Any) -> None:
         )
 
 
-def validate_log(header: Any, events: Iterable[Any]) -> Surface:
+def validate_log(header: Any, events: Sequence[Any]) -> Surface:
     """Validate a whole stored log: the header, then every event in order (seq contiguous from
-    0, envelopes, surface operations). Returns the resulting surface."""
+    0, envelopes, surface operations; the members of a compact log's packed chunk rows were
+    checked when it was read, `plain_events`). Returns the resulting surface."""
     validate_header(header)
-    checked: list[Event] = []
     surface = Surface()
-    for index, event in enumerate(events):
+    for index, event in plain_events(events):
         check_event(event, index)
-        surface.check(event, checked)
+        surface.check(event, events)
         surface.apply(event)
-        checked.append(event)
     return surface

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .eventlog import plain_events
 from .events import Event, closer_event
 
 __all__ = [
@@ -90,13 +91,14 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
     """The events that close an interrupted last turn: `approval/decided {"outcome":
     "cancelled"}` per open question, one `tool/result` per pending tool call (calls an earlier
     blocked turn left waiting for approval included), then `step/end` if a step is open, then
-    `turn/end {"kind":"interrupted"}`. `[]` when no turn is open. Pure: reads `events`, returns
-    new events (seq after the last, time of the last)."""
+    `turn/end {"kind":"interrupted"}`. `[]` when no turn is open. Pure: reads `events` (only
+    their `plain_events`: streamed chunks change nothing here), returns new events (seq after
+    the last, time of the last)."""
     open_turn: Any = None
     open_step: Any = None
     pending: dict[str, _Pending] = {}
     approvals = _Approvals()
-    for event in events:
+    for _, event in plain_events(events):
         kind = event["type"]
         data = event["data"]
         approvals.fold(event)

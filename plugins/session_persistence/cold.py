@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from plugins.session.eventlog import EventLog
 from plugins.session.events import validate_log
 from plugins.session.jsonutil import MAX_SAFE_INTEGER, snapshot
 from plugins.session.repair import interrupted_turn_closers
@@ -33,10 +34,11 @@ from .state import Entry, SessionLog, SessionPreparation, SessionTable
 
 @dataclass(eq=False, slots=True)
 class Prepared:
-    """A cold-prepared stored log: `events` are the stored ones plus `closers`."""
+    """A cold-prepared stored log: `events` are the stored ones plus `closers` (read-only: the
+    log, a session and the cache share them)."""
 
     meta: JsonObject
-    events: list[JsonObject]
+    events: Sequence[JsonObject]
     closers: list[JsonObject]
     revision: str
     torn_marker: object | None
@@ -44,7 +46,7 @@ class Prepared:
     set_aside: tuple[SetAside, ...] = ()
 
     def log(self) -> SessionLog:
-        return SessionLog(self.meta, list(self.events), self.torn_bytes, self.set_aside)
+        return SessionLog(self.meta, self.events, self.torn_bytes, self.set_aside)
 
 
 def is_safe_count(value: object) -> bool:
@@ -110,10 +112,9 @@ class ColdStore:
         stored = await self.load_stored(session_id)
         self.validate(session_id, stored)
         closers = interrupted_turn_closers(stored.events)
-        events = [*stored.events, *closers]
         return Prepared(
             stored.meta,
-            events,
+            EventLog(stored.events, closers),
             closers,
             stored.revision,
             stored.torn_marker,
@@ -266,7 +267,7 @@ class ColdStore:
                 )
             entry, prepared = await self.commit(session_id)
             try:
-                session = self._new_session(prepared.meta, list(prepared.events))
+                session = self._new_session(prepared.meta, prepared.events)
             except Exception as error:
                 raise SessionPersistenceCorruptionError(
                     f'stored session "{session_id}" failed validation: {error}'
@@ -301,7 +302,7 @@ class ColdStore:
         if not deleted:
             raise SessionNotFoundError(session_id)
 
-    async def read_from(self, session_id: str, from_seq: object) -> list[JsonObject]:
+    async def read_from(self, session_id: str, from_seq: object) -> Sequence[JsonObject]:
         """The stored events from `from_seq` on: no closers, no torn bytes, `[]` past the end."""
         if not is_safe_count(from_seq):
             raise TypeError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from plugins.session.eventlog import plain_events
 from plugins.session.events import KNOWN_EVENT_TYPES
 from plugins.session.jsonutil import dumps
 
@@ -72,7 +73,7 @@ def check_readable(session_id: str, stored: StoredLog, location: Location | None
             f'session "{session_id}" uses log format v{version}, older than the supported '
             "v0, and this build ships no upgrade path for it" + located
         )
-    for event in stored.events:
+    for _, event in plain_events(stored.events):  # packed chunk rows hold known types only
         kind = event.get("type")
         if kind not in KNOWN_EVENT_TYPES and event.get("ignorable") is not True:
             raise SessionFormatUnsupportedError(
