@@ -55,7 +55,7 @@ class EventLog(Sequence[Event]):
     Only the owning `Session` appends (`_push`); to everyone else it is read-only.
     """
 
-    __slots__ = ("_base", "_stored", "_tail")
+    __slots__ = ("_base", "_push", "_stored", "_tail")
 
     def __init__(self, stored: Sequence[Event] = (), tail: Iterable[Event] = ()) -> None:
         if isinstance(stored, EventLog):
@@ -64,6 +64,8 @@ class EventLog(Sequence[Event]):
         self._stored: Sequence[Event] = stored
         self._base = len(stored)
         self._tail: list[Event] = list(tail)
+        #: Append one event (the owning `Session` only).
+        self._push = self._tail.append
 
     def __len__(self) -> int:
         return self._base + len(self._tail)
@@ -118,6 +120,3 @@ class EventLog(Sequence[Event]):
         yield from plain_events(self._stored)
         for offset, event in enumerate(self._tail):
             yield self._base + offset, event
-
-    def _push(self, event: Event) -> None:
-        self._tail.append(event)

@@ -81,7 +81,7 @@ class Session:
                     raise TypeError(
                         f'session event "{kind}" carries non-JSON-serializable data'
                     ) from error
-                self._check(event)
+                self._check(event, len(self.events))
                 self.events._push(event)
                 self.surface.apply(event)
             self._end_seed()
@@ -129,8 +129,8 @@ class Session:
         """The model-visible transcript, from the tracked surface (same as `derive_messages`)."""
         return [message_of(self.events[seq]) for seq in self.surface.nodes]
 
-    def _check(self, event: Event) -> None:
-        check_event(event, len(self.events))
+    def _check(self, event: Event, seq: int) -> None:
+        check_event(event, seq)
         self.surface.check(event, self.events)
 
     def append(
@@ -156,16 +156,17 @@ class Session:
             raise RuntimeError(
                 "session append cannot reenter while another append is being published"
             )
+        seq = len(self.events)
         event = live_event(
             type,
-            len(self.events),
+            seq,
             self._clock(),
             data,
             ignorable=ignorable,
             source_event_seqs=source_event_seqs,
             surface_op=surface_op,
         )
-        self._check(event)
+        self._check(event, seq)
         self.events._push(event)
         self.surface.apply(event)
         publisher = self._publisher
