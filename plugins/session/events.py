@@ -29,6 +29,7 @@ __all__ = [
     "SURFACE_TYPES",
     "Event",
     "EventFormatError",
+    "LogValidator",
     "Surface",
     "UnknownEventTypeError",
     "UnsupportedVersionError",
@@ -444,10 +445,25 @@ def validate_log(header: Any, events: Sequence[Any]) -> Surface:
     """Validate a whole stored log: the header, then every event in order (seq contiguous from
     0, envelopes, surface operations; the members of a compact log's packed chunk rows were
     checked when it was read, `plain_events`). Returns the resulting surface."""
-    validate_header(header)
-    surface = Surface()
+    validator = LogValidator(header, events)
     for index, event in plain_events(events):
+        validator.check(index, event)
+    return validator.surface
+
+
+class LogValidator:
+    """`validate_log` one event at a time, for a caller that walks the log for more than
+    validation: construct it (checks the header), then `check` each of `plain_events(events)`
+    in order."""
+
+    __slots__ = ("events", "surface")
+
+    def __init__(self, header: Any, events: Sequence[Any]) -> None:
+        validate_header(header)
+        self.events = events
+        self.surface = Surface()
+
+    def check(self, index: int, event: Any) -> None:
         check_event(event, index)
-        surface.check(event, events)
-        surface.apply(event)
-    return surface
+        self.surface.check(event, self.events)
+        self.surface.apply(event)

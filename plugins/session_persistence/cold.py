@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from plugins.session.eventlog import EventLog
-from plugins.session.events import validate_log
+from plugins.session.eventlog import EventLog, plain_events
+from plugins.session.events import LogValidator
 from plugins.session.jsonutil import MAX_SAFE_INTEGER, snapshot
-from plugins.session.repair import interrupted_turn_closers
+from plugins.session.repair import TurnFold
 
 from .backend import JsonObject, PersistenceBackend, SetAside, Snapshot, StoredLog
 from .config import Config
@@ -25,7 +25,7 @@ from .errors import (
     SessionPersistenceCorruptionError,
     SessionPersistenceError,
 )
-from .formats import check_readable, js_text, refuse_retired
+from .formats import check_readable, js_text, refuse_retired, refuse_unknown
 from .legacy import upgrade_stored
 from .locks import WriterLocks
 from .session_api import SessionFactory
@@ -86,14 +86,34 @@ class ColdStore:
 
     # -- reading and checking -------------------------------------------------------------------
 
-    def validate(self, session_id: str, stored: StoredLog) -> None:
-        check_readable(session_id, stored, self.backend.locate(stored.meta))
+    def validate(self, session_id: str, stored: StoredLog) -> list[JsonObject]:
+        """Check a stored log and return the closers that balance it, in one walk over its
+        plain events (each is decoded once): the format refusals first (anywhere in the log),
+        then validation (docs/event-log.md)."""
+        location = self.backend.locate(stored.meta)
+        check_readable(session_id, stored.meta, location)
+        events = stored.events
+        failure: Exception | None = None
         try:
-            validate_log(stored.meta, stored.events)
+            validator = LogValidator(stored.meta, events)
         except Exception as error:
+            failure = error
+        turn = TurnFold()
+        for index, event in plain_events(events):
+            refuse_unknown(session_id, event, location)
+            if failure is not None:
+                continue
+            try:
+                validator.check(index, event)
+            except Exception as error:
+                failure = error
+                continue
+            turn.add(event)
+        if failure is not None:
             raise SessionPersistenceCorruptionError(
-                f'stored session "{session_id}" failed validation: {error}'
-            ) from error
+                f'stored session "{session_id}" failed validation: {failure}'
+            ) from failure
+        return turn.closers(events[-1] if events else None)
 
     async def read_stored(self, session_id: str) -> StoredLog | None:
         """What every read of a stored log goes through: its legacy shapes upgraded in memory
@@ -110,8 +130,7 @@ class ColdStore:
     async def _cold_prepare(self, session_id: str) -> Prepared:
         """Read, validate and balance a stored log (rule 4)."""
         stored = await self.load_stored(session_id)
-        self.validate(session_id, stored)
-        closers = interrupted_turn_closers(stored.events)
+        closers = self.validate(session_id, stored)
         return Prepared(
             stored.meta,
             EventLog(stored.events, closers),
