@@ -8,16 +8,24 @@ import copy
 import gc
 import tracemalloc
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import plugins.session
+import plugins.session_persistence_jsonl as jsonl
+from framework import Context
 from plugins.session import Session
 from plugins.session.eventlog import EventLog, plain_events
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.compact import PackedEvents
-from plugins.session_persistence.errors import SessionPersistenceCorruptionError
+from plugins.session_persistence.errors import (
+    SessionFormatUnsupportedError,
+    SessionPersistenceCorruptionError,
+)
 from plugins.session_persistence.packing import encode_records
+from plugins.session_persistence_jsonl import JsonlBackend
 from plugins.session_persistence_jsonl.frames import compress_frame
 from plugins.session_persistence_jsonl.reader import scan_raw, scan_zstd
 
@@ -44,7 +52,10 @@ def turn(start: int, deltas: int) -> list[JsonObject]:
         "content": [{"type": "text", "text": "".join(f"w{k}" for k in range(deltas))}],
         "source": {"kind": "model"},
     }
-    out = [event(start, "turn/start", {"turn": 1}), event(start + 1, "step/start", {"turn": 1})]
+    out = [
+        event(start, "turn/start", {"turn": 1}),
+        event(start + 1, "step/start", {"turn": 1, "step": 1}),
+    ]
     out.append(event(start + 2, "user/message", user, surfaceOp="append"))
     out += [chunk(start + 3 + k, f"w{k}") for k in range(deltas)]
     seq = start + 3 + deltas
@@ -236,3 +247,50 @@ def test_a_loaded_log_holds_a_few_bytes_per_packed_event_not_dicts() -> None:
     held, on_disk = retained_bytes_per_event(log_of(turns=40, deltas=200))
     assert on_disk < 40
     assert held < 8
+
+
+async def load_log(root: Path, events: list[JsonObject]) -> Any:
+    """Store `events` raw in a JSONL backend under `root`, then load them through the seam."""
+    meta = {"version": 0, "id": "s1", "createdAt": 1000}
+    writer = JsonlBackend(root, compression="none")
+    try:
+        await writer.acquire_writer("s1")
+        await writer.append_batch(meta, events, is_materialized=False)
+    finally:
+        await writer.aclose()
+    async with Context() as ctx:
+        await ctx.plugin(plugins.session)
+        await ctx.plugin(jsonl, {"root": str(root), "compression": "none"})
+        return await ctx.sessionPersistence.load("s1")
+
+
+@pytest.mark.anyio
+async def test_an_unknown_type_anywhere_wins_over_an_earlier_invalid_event(
+    tmp_path: Path,
+) -> None:
+    events = log_of(turns=2, deltas=4)
+    del events[3]["surfaceOp"]  # invalid: a user/message must carry one
+    events[-2] = event(events[-2]["seq"], "future/kind", {})
+    with pytest.raises(SessionFormatUnsupportedError) as raised:
+        await load_log(tmp_path, events)
+    assert raised.value.code == "SESSION_FORMAT_UNSUPPORTED"
+    assert '"future/kind"' in str(raised.value)
+
+
+@pytest.mark.anyio
+async def test_an_invalid_event_is_corruption_naming_its_seq(tmp_path: Path) -> None:
+    events = log_of(turns=2, deltas=4)
+    del events[3]["surfaceOp"]
+    with pytest.raises(SessionPersistenceCorruptionError) as raised:
+        await load_log(tmp_path, events)
+    assert raised.value.code == "SESSION_CORRUPT"
+    assert 'event "user/message" (seq 3) must carry a surfaceOp' in str(raised.value)
+
+
+@pytest.mark.anyio
+async def test_a_load_closes_an_open_turn_after_its_packed_chunks(tmp_path: Path) -> None:
+    events = log_of(turns=2, deltas=6)[:-3]  # the last turn stops after its chunks
+    log = await load_log(tmp_path, events)
+    assert log.events[: len(events)] == events
+    assert [e["type"] for e in log.events[len(events) :]] == ["step/end", "turn/end"]
+    assert log.events[-1]["data"] == {"turn": 1, "reason": {"kind": "interrupted"}}
