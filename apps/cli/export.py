@@ -16,6 +16,7 @@ from typing import Any
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.header import stored_header
 
+from .clock import stamp
 from .summary import (
     message_text,
     reason_text,
@@ -23,7 +24,6 @@ from .summary import (
     tool_result_is_error,
     tool_result_text,
 )
-from .timeline import stamp
 from .transcript import usage_of
 from .views import parse_arguments
 

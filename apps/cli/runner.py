@@ -18,7 +18,7 @@ from anyio.abc import TaskStatus
 from framework import Context, ManifestError
 from framework.loader import boot
 from plugins.agent import USER
-from plugins.session_persistence import SessionNotFoundError, SetAside
+from plugins.session_persistence import SetAside
 
 from . import approving, checking
 from .checking import problem_line
@@ -27,12 +27,12 @@ from .errors import (
     FAILED,
     INTERRUPTED,
     OK,
-    SESSION_NOT_FOUND,
     USAGE,
     CliError,
     describe,
     leaf,
 )
+from .stored import not_found, persistence_of, stored_events
 from .summary import (
     Repairs,
     last_turn_reason,
@@ -45,7 +45,6 @@ from .views import Event, RunView
 
 if TYPE_CHECKING:
     from plugins.agent import Agent, AgentHandle
-    from plugins.session_persistence import SessionPersistenceService
 
 
 log = logging.getLogger("dsh.cli")
@@ -98,26 +97,6 @@ class RunOptions:
     must_exist: bool = False
 
 
-def persistence_of(ctx: Context) -> SessionPersistenceService:
-    """The manifest's `sessionPersistence`, or a usage error."""
-    service = ctx.get("sessionPersistence")
-    if service is None:
-        raise CliError("the manifest mounts no session persistence backend", USAGE)
-    return service  # type: ignore[no-any-return]
-
-
-async def stored_events(ctx: Context, session_id: str) -> list[dict[str, Any]] | None:
-    """The stored events of `session_id` (None when nothing is stored or nothing persists)."""
-    service = ctx.get("sessionPersistence")
-    if service is None:
-        return None
-    try:
-        events: list[dict[str, Any]] = await service.read_from(session_id, 0)
-    except SessionNotFoundError:
-        return None
-    return events
-
-
 async def _open(ctx: Context, options: RunOptions) -> tuple[AgentHandle, bool, Repairs]:
     agents = ctx.get("agents")
     if agents is None:
@@ -160,11 +139,6 @@ async def _cancel_on_sigint(
             else:
                 turn.view.close()
                 os._exit(INTERRUPTED)
-
-
-def not_found(session_id: str | None) -> CliError:
-    """`session "<id>" not found` (exit 1)."""
-    return CliError(f'session "{session_id}" not found', code=SESSION_NOT_FOUND)
 
 
 async def _durable_end(ctx: Context, agent: Agent) -> BaseException | None:

@@ -19,6 +19,7 @@ from rich.text import Text
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import Owner, SessionLog
 
+from .clock import stamp
 from .summary import (
     NOT_STARTED,
     UNKNOWN_OUTCOME,
@@ -53,11 +54,6 @@ NO_POLICY = (
 def clock(ms: int) -> str:
     """Local `HH:MM:SS` of an epoch-ms time."""
     return time.strftime("%H:%M:%S", time.localtime(ms / 1000))
-
-
-def stamp(ms: int) -> str:
-    """Local `YYYY-MM-DD HH:MM:SS` of an epoch-ms time."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
 
 
 def storage_notes(log: SessionLog, owner: Owner | None, path: str | None) -> Iterator[Text]:

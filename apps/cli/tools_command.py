@@ -10,18 +10,16 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
-from framework import Context
 from plugins.session.jsonutil import dumps
-from plugins.tools import Tool
 
 from .console import consoles
 from .errors import OK, CliError
 from .main import Debug, Json, Manifest, Patches, _boot, _execute
 
 if TYPE_CHECKING:
+    from framework import Context
     from plugins.mcp import McpTool
+    from plugins.tools import Tool
 
 
 @dataclass(frozen=True)
@@ -92,6 +90,8 @@ def tools(
         if not infos:
             consoles().deco.print("no tools registered")
             return OK
+        from rich.table import Table
+
         table = Table(box=None, pad_edge=False)
         for column in ("tool", "source", "read-only", "description"):
             table.add_column(column)
