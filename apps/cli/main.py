@@ -333,8 +333,8 @@ def show(
     """Show a session's timeline and token usage (read-only: nothing is repaired or written)."""
 
     async def work() -> int:
-        from . import checking, transcript
-        from .timeline import Timeline, storage_notes
+        from . import transcript
+        from .timeline import Timeline, checkpoint_policy, storage_notes
 
         async with _boot(config, patch, STORE_ONLY) as ctx:
             persistence = persistence_of(ctx)
@@ -362,7 +362,7 @@ def show(
             for event in log.events:
                 print(dumps(event))
             return OK
-        policy = checking.checkpoint_policy(config or default_manifest(), patch or [])
+        policy = checkpoint_policy(config or default_manifest(), patch or [])
         timeline = Timeline(log.events, len(stored), policy)
         out = consoles().out
         notes = storage_notes(log, owner, None if location is None else location.path)

@@ -69,9 +69,9 @@ def tool_infos(ctx: Context) -> list[ToolInfo]:
 
 
 def _mcp_tool_type() -> type[McpTool] | None:
-    """`McpTool` if dsh-mcp was imported (only then can MCP tools exist); the MCP SDK is slow
-    to import, so `dsh` does not import it for manifests without MCP servers."""
-    module = sys.modules.get("plugins.mcp")
+    """`McpTool` if dsh-mcp's tools module was imported (only then can MCP tools exist); the
+    MCP SDK is slow to import, so `dsh` does not import it for manifests without MCP servers."""
+    module = sys.modules.get("plugins.mcp.tools")
     return None if module is None else module.McpTool
 
 
