@@ -1,7 +1,8 @@
 """The `dsh` command: run, resume, list, show and check durable agent sessions (docs/cli.md)."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: typer reads every command's signature on each
+# start, and evaluating string annotations twice per command costs more than the commands'
+# module-level aliases (docs/performance.md, "Start-up (P11)").
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -63,8 +64,8 @@ Debug = Annotated[bool, typer.Option("--debug", help="Debug logging and tracebac
 
 
 def _boot(
-    config: Path | None, patches: list[Path] | None, services: Collection[str] | None = None
-) -> AbstractAsyncContextManager[Context]:
+    config: Path | None, patches: list[Path] | None, services: "Collection[str] | None" = None
+) -> "AbstractAsyncContextManager[Context]":
     """The app of a command: `-c` (else the default manifest) with its `--patch` overlays; with
     `services`, only the rows that provide them (every row is still resolved and checked)."""
     return boot(config or default_manifest(), patches or [], services=services)
@@ -187,7 +188,7 @@ CallId = Annotated[
 
 def _answer(
     session_id: str,
-    given: approving.GivenAnswer,
+    given: "approving.GivenAnswer",
     config: Path | None,
     patch: list[Path] | None,
     json: bool,
