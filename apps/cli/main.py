@@ -624,6 +624,7 @@ def export(
 
     async def work() -> int:
         from . import export as exporting
+        from .timeline import checkpoint_policy
 
         if (html is None) == (jsonl is None):
             raise CliError("pass one of --html FILE or --jsonl FILE", USAGE)
@@ -634,7 +635,9 @@ def export(
             if await persistence.owner(session_id) is not None:
                 log = SessionLog(log.header, stored, log.torn_bytes, log.set_aside)
         if html is not None:
-            html.write_text(exporting.html_page(log.header, log.events, len(stored)), "utf-8")
+            policy = checkpoint_policy(config or default_manifest(), patch or [])
+            page = exporting.html_page(log.header, log.events, len(stored), policy)
+            html.write_text(page, "utf-8")
             print(f"wrote {html}")
             return OK
         assert jsonl is not None
