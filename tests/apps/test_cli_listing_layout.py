@@ -62,3 +62,19 @@ def test_titles_are_shown_verbatim_not_as_markup() -> None:
     wrapped = _printed([row], 60)  # too narrow: rich's table, still verbatim
     assert "[/x]" in wrapped
     assert ":smile:" in wrapped
+
+
+def test_on_a_terminal_the_plain_layout_keeps_the_row_styles() -> None:
+    rows = [
+        SessionRow("ok", 1_700_000_000_000, None, title="fine", state="idle"),
+        SessionRow("bad", 1_700_000_000_000, None, problem="unreadable log"),
+    ]
+    out = io.StringIO()
+    terminal = Console(file=out, width=200, force_terminal=True, color_system="standard")
+    print_table(terminal, rows)
+    header, ok, bad = out.getvalue().splitlines()
+    assert header.startswith("\x1b[1m")  # bold, as rich draws a table's header
+    assert "\x1b[31m" in bad  # red: the log cannot be read
+    assert "\x1b[" not in ok.replace("\x1b[0m", "")
+    plain = _printed(rows, 200).splitlines()
+    assert [Text.from_ansi(line).plain for line in (header, ok, bad)] == plain
