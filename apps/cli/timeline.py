@@ -20,6 +20,7 @@ from rich.text import Text
 import plugins.session_checkpoint_policy as policy_plugin
 import plugins.session_checkpoint_policy.strict as strict_policy_plugin
 from framework.loader import inspect_manifest
+from plugins.agent.tool_calls import parse_arguments
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import Owner, SessionLog
 
@@ -33,7 +34,7 @@ from .summary import (
     tool_result_is_error,
     tool_result_text,
 )
-from .views import parse_arguments, short
+from .views import short
 
 Event = Mapping[str, Any]
 
