@@ -135,13 +135,18 @@ class Workload:
 
 
 @asynccontextmanager
-async def sqlite_stack(directory: Path) -> AsyncIterator[Context]:
-    """Sessions persisted by the SQLite backend in `directory` (WAL, synchronous=FULL)."""
+async def sqlite_stack(
+    directory: Path, name: str = "sessions", inline_write_max_ms: float = 0.0
+) -> AsyncIterator[Context]:
+    """Sessions persisted by the SQLite backend in `directory/<name>.sqlite3` (WAL,
+    synchronous=FULL), with the given `inlineWriteMaxMs`."""
     async with Context() as ctx:
         await ctx.plugin(plugins.session)
-        await ctx.plugin(
-            plugins.session_persistence_sqlite, {"path": str(directory / "sessions.sqlite3")}
-        )
+        config = {
+            "path": str(directory / f"{name}.sqlite3"),
+            "inlineWriteMaxMs": inline_write_max_ms,
+        }
+        await ctx.plugin(plugins.session_persistence_sqlite, config)
         yield ctx
 
 
@@ -149,10 +154,10 @@ class Growth:
     """Sessions of one nominal history size, replaced when they outgrow it by half; `backend`
     names the persistence backend mounted on `ctx` in the series name."""
 
-    def __init__(self, ctx: Context, size: int, backend: str = "sqlite") -> None:
+    def __init__(self, ctx: Context, size: int, backend: str = "sqlite", mode: str = "") -> None:
         self.ctx = ctx
         self.size = size
-        self.series = Series(f"{backend} checkpoint, {size} prior messages")
+        self.series = Series(f"{backend} checkpoint{mode}, {size} prior messages")
         self.fresh_count = 0
         self.workload: Workload | None = None
 
