@@ -4,9 +4,9 @@ A live session on the SQLite backend (WAL, synchronous=FULL, in a temporary fold
 typical agent step per round — `step/start`, an `assistant/message` with a tool call,
 `tool/call`, `tool/result`, `step/end` (~2 KB) — and the round times the checkpoint,
 `await ctx.sessions.flush(session)` (one `BEGIN IMMEDIATE` … `COMMIT`; the in-memory appends
-before it are not timed, P3 measures them). The three history
-sizes alternate round by round; a session that grew past 1.5× its size is replaced by a fresh
-one (built untimed). `p6_postgres_growth` and `p9_langgraph` reuse `Growth` for the same steps.
+before it are not timed, P3 measures them). The three history sizes alternate round by round;
+a session that grew past 1.5× its size is retired and replaced by a fresh one (built untimed).
+`p6_postgres_growth` and `p9_langgraph` reuse `Growth` for the same steps.
 """
 
 from __future__ import annotations
@@ -163,7 +163,11 @@ class Growth:
 
     async def fresh(self) -> Workload:
         if self.workload is not None:
-            await self.ctx.sessions.flush(self.workload.session)
+            # Retire the outgrown session (waiting for it): one live session per size, so a
+            # stack of its own may use the inline gate (`p9_langgraph`).
+            done = self.workload.session
+            self.ctx.sessions.dispose(done)
+            await self.ctx.sessionPersistence.load(done.id)
         self.fresh_count += 1
         workload = Workload(self.ctx, f"p6-{self.size}-{self.fresh_count}")
         workload.prefill(self.size)

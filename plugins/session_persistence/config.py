@@ -29,5 +29,5 @@ class InlineWrites(BaseModel):
     #: Run a live session's checkpoint write on the event loop's thread, skipping the I/O
     #: thread's hand-off, while it is the backend's only live session, nothing else is queued and
     #: the last 16 such writes each took at most this many ms (one slower: back to the thread
-    #: for 2 s). 0 (the default) never does; the `dsh` CLI's app sets 2.
+    #: until 16 in a row are fast again). 0 (the default) never does; the `dsh` CLI's app sets 2.
     inline_write_max_ms: float = Field(default=0.0, ge=0, le=1000, alias="inlineWriteMaxMs")

@@ -7,9 +7,9 @@ loop runs meanwhile, so `InlineGate` allows it only while that is cheap and nobo
 - the backend's `inlineWriteMaxMs` is above 0 (0, the default, never inlines);
 - the coordinator counts at most one live session on this backend (`watch`);
 - the backend's I/O thread has nothing queued or running (`IoThread` checks that);
-- the last `WINDOW` eligible writes, wherever they ran, each took at most `inlineWriteMaxMs`,
-  and none took longer in the last `COOLDOWN_S` seconds. One slow write sends the following
-  ones back to the thread, which keeps measuring them.
+- the last `WINDOW` eligible writes, wherever they ran, each took at most `inlineWriteMaxMs`.
+  One slow write sends the following ones back to the thread, which keeps timing them, until
+  `WINDOW` fast ones in a row have passed again.
 
 Only appends to a log that already exists are eligible (`IoThread.run(..., inline=True)`):
 creating a log, repairs and reads always run on the thread.
@@ -17,17 +17,14 @@ creating a log, repairs and reads always run on the thread.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Final, Protocol, runtime_checkable
 
-__all__ = ["COOLDOWN_S", "WINDOW", "InlineGate", "Inlining"]
+__all__ = ["WINDOW", "InlineGate", "Inlining"]
 
 #: Fast writes in a row needed before one may run inline.
 WINDOW: Final = 16
-#: Seconds after a slow write during which nothing runs inline.
-COOLDOWN_S: Final = 2.0
 
 
 class InlineGate:
@@ -38,16 +35,14 @@ class InlineGate:
         max_ms: float,
         *,
         window: int = WINDOW,
-        cooldown_s: float = COOLDOWN_S,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.max_s = max_ms / 1000
+        #: Times every eligible write (tests pass a fake one).
         self.clock = clock
         self._window = window
-        self._cooldown_s = cooldown_s
         #: Eligible writes in a row that took at most `max_s`.
         self._fast = 0
-        self._slow_at = -math.inf
         self._sessions: Callable[[], int] | None = None
 
     @property
@@ -65,16 +60,11 @@ class InlineGate:
             and self._sessions is not None
             and self._sessions() <= 1
             and self._fast >= self._window
-            and self.clock() - self._slow_at >= self._cooldown_s
         )
 
     def record(self, seconds: float) -> None:
         """How long an eligible write took, inline or on the thread."""
-        if seconds <= self.max_s:
-            self._fast += 1
-        else:
-            self._fast = 0
-            self._slow_at = self.clock()
+        self._fast = self._fast + 1 if seconds <= self.max_s else 0
 
 
 @runtime_checkable
