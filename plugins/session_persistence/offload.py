@@ -122,9 +122,9 @@ class IoThread:
         gate = self._gate if inline else None
         if gate is not None and not self._queued and not self._spilled and gate.allows():
             return await self._inline(gate, partial(fn, *args))
-        clock = gate.clock if gate is not None else None
         if self._overflow and self._queued:
             return await self._spill(partial(fn, *args), gate)
+        clock = gate.clock if gate is not None else None
         call: Call[T] = Call(partial(fn, *args), group and self._group is not None, clock)
         with self._guard:
             self._queued += 1
@@ -143,7 +143,7 @@ class IoThread:
 
     @staticmethod
     async def _inline(gate: InlineGate, fn: Callable[[], T]) -> T:
-        """Run `fn` right here (the caller's drain has already yielded to the loop once)."""
+        """Run `fn` right here, without yielding (a live flush's drain yields once before)."""
         start = gate.clock()
         try:
             return fn()
