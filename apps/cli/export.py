@@ -2,9 +2,10 @@
 
 The page needs nothing but itself (inline CSS, no script, no font, no image, no link out): the
 session's header and token usage, then each turn with its steps, messages, tool calls and
-results; checkpoint barriers marked ◆, crash repairs (written or still pending) highlighted and
-the crash point, where the process stopped, marked. The JSONL form is the stored log in the
-on-disk envelope: the header line, then one event per line (docs/sessions.md).
+results; checkpoint barriers marked ◆ when the manifest mounts a policy, crash repairs (written
+or still pending) highlighted and the crash point, where the process stopped, marked. The JSONL
+form is the stored log in the on-disk envelope: the header line, then one event per line
+(docs/sessions.md).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .summary import (
     tool_result_is_error,
     tool_result_text,
 )
-from .timeline import stamp
+from .timeline import LEGEND, NO_POLICY, stamp
 from .transcript import usage_of
 from .views import parse_arguments
 
@@ -163,8 +164,12 @@ def _usage_table(events: Sequence[Event]) -> str:
     )
 
 
-def html_page(header: Mapping[str, Any], events: Sequence[Event], stored: int) -> str:
-    """The page for a session's balanced `events` of which the first `stored` are written."""
+def html_page(
+    header: Mapping[str, Any], events: Sequence[Event], stored: int, policy: str | None
+) -> str:
+    """The page for a session's balanced `events` of which the first `stored` are written;
+    `policy` is the row name of the checkpoint policy the manifest mounts (None: no ◆ marks,
+    as in `dsh show`)."""
     session_id = str(header["id"])
     facts = [f"created {stamp(header['createdAt'])}", f"{len(events)} events"]
     if header.get("cwd"):
@@ -178,8 +183,7 @@ def html_page(header: Mapping[str, Any], events: Sequence[Event], stored: int) -
         f"<style>{STYLE}</style></head><body>",
         f'<h1 id="session">session {escape(session_id)}</h1>',
         f'<p class="facts">{escape(" · ".join(facts))}</p>',
-        '<p class="legend">◆ checkpoint barrier: what precedes it is durable before what '
-        "follows. Highlighted: crash repairs.</p>",
+        f'<p class="legend">{escape(_legend(policy))}. Highlighted: crash repairs.</p>',
         _usage_table(events),
     ]
     crash = crash_point(events)
@@ -207,7 +211,8 @@ def html_page(header: Mapping[str, Any], events: Sequence[Event], stored: int) -
             in_step = True
         body = _body(event, names)
         if body is not None:
-            out.append(_row(event, body[0], body[1], stored))
+            css = body[0] if policy is not None else body[0].removesuffix(" barrier")
+            out.append(_row(event, css, body[1], stored))
         if kind == "turn/end" and _is_repair(event):
             out.append(_row(event, "other", "turn closed as interrupted", stored))
         if kind in ("step/end", "turn/end") and in_step:
@@ -218,6 +223,10 @@ def html_page(header: Mapping[str, Any], events: Sequence[Event], stored: int) -
             in_turn = False
     out += ["</div>"] * in_step + ["</section>"] * in_turn + ["</body></html>"]
     return "\n".join(part for part in out if part)
+
+
+def _legend(policy: str | None) -> str:
+    return NO_POLICY if policy is None else LEGEND.format(policy=policy)
 
 
 def _turn_reason(events: Sequence[Event], start: int, turn: int) -> str:

@@ -624,7 +624,9 @@ def export(
             if await persistence.owner(session_id) is not None:
                 log = SessionLog(log.header, stored, log.torn_bytes, log.set_aside)
         if html is not None:
-            html.write_text(exporting.html_page(log.header, log.events, len(stored)), "utf-8")
+            policy = checking.checkpoint_policy(config or default_manifest(), patch or [])
+            page = exporting.html_page(log.header, log.events, len(stored), policy)
+            html.write_text(page, "utf-8")
             print(f"wrote {html}")
             return OK
         assert jsonl is not None

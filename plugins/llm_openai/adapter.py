@@ -24,7 +24,7 @@ from plugins.llm_openai.decode import ChatStreamDecoder
 from plugins.llm_openai.failures import http_error
 from plugins.llm_openai.secrets import ApiKey, scrubbed_failure
 from plugins.llm_openai.sse import SseDecoder
-from plugins.llm_openai.transcript import to_wire_messages
+from plugins.llm_openai.transcript import to_wire_messages, transcript_call_ids
 
 if TYPE_CHECKING:
     from framework import AbortSignal
@@ -130,7 +130,7 @@ class OpenAIAdapter:
                 lines = response.aiter_lines()
                 stack.push_async_callback(lines.aclose)  # type: ignore[attr-defined]
                 sse = SseDecoder()
-                decoder = ChatStreamDecoder()
+                decoder = ChatStreamDecoder(transcript_call_ids(options.messages))
                 while True:
                     line = await self._guard(options.signal, lambda: anext(lines, None))
                     data = sse.flush() if line is None else sse.feed(line)

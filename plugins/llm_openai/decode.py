@@ -2,11 +2,18 @@
 
 Deltas stream at once (a block opens with its first non-empty delta). At `[DONE]` the open blocks
 end in index order, then the last usage, then the finish reason, or the failure to raise.
+
+A call id must be unique in the session (the agent refuses a response that reuses one,
+`DUPLICATE_TOOL_CALL_ID`), but some OpenAI-compatible servers send none or number their calls
+afresh in every response (`call_0`). A call whose id is missing, or already used by the
+transcript or by an earlier call of this response, gets `call-<n>` (the lowest `n` not used):
+the transcript then carries that id, and it is what the server sees in the next request
+(docs/models.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +35,9 @@ class _Block:
 class ChatStreamDecoder:
     """Decodes one response; `event(payload)` per `data:` object, `done()` at `[DONE]`."""
 
-    def __init__(self) -> None:
+    def __init__(self, used_ids: Iterable[str] = ()) -> None:
+        """`used_ids`: the call ids the request's transcript already holds."""
+        self._used = set(used_ids)
         self._blocks: dict[object, _Block] = {}
         self._usage: TokenUsage | None = None
         self._finish_reason: str | None = None
@@ -88,6 +97,15 @@ class ChatStreamDecoder:
             out.append(chunks.block_start(block.index, kind))  # type: ignore[arg-type]
         return block
 
+    def _unique(self, wire_id: str) -> str:
+        call_id = wire_id
+        minted = 0
+        while not call_id or call_id in self._used:
+            call_id = f"call-{minted}"
+            minted += 1
+        self._used.add(call_id)
+        return call_id
+
     def _text(self, kind: str, text: str) -> list[StreamChunk]:
         out: list[StreamChunk] = []
         block = self._open(kind, kind, out)
@@ -104,10 +122,8 @@ class ChatStreamDecoder:
         out: list[StreamChunk] = []
         wire_index = call.get("index", position)
         block = self._open(("tool", wire_index), "tool-call", out)
-        if call.get("id") and not block.call_id:
-            block.call_id = str(call["id"])
         if not block.call_id:
-            block.call_id = f"call-{block.index}"
+            block.call_id = self._unique(str(call.get("id") or ""))
         function = call.get("function") or {}
         if not isinstance(function, Mapping):
             raise LlmError("stream tool call function is not a JSON object", "MALFORMED_RESPONSE")

@@ -132,3 +132,14 @@ def _unsupported(kind: object) -> LlmError:
         f'the OpenAI-compatible adapter cannot send "{kind}" content blocks',
         "UNSUPPORTED_CONTENT",
     )
+
+
+def transcript_call_ids(messages: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The ids of the tool calls the assistant messages of a transcript hold."""
+    return {
+        str(block.get("id"))
+        for message in messages
+        if message.get("role") == "assistant"
+        for block in message.get("content", ())
+        if isinstance(block, Mapping) and block.get("type") == "tool-call"
+    }

@@ -67,7 +67,7 @@ class ReplayAdapter:
                 f"{len(self._responses)} responses are configured",
                 "REPLAY_EXHAUSTED",
             )
-        response = self._responses[request]
+        response = self._responses[request].served(options.messages)
         if response.error is not None:
             await self._before_chunk(options.signal)
             raise LlmError(response.error.message, response.error.code)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,17 @@ class ReplayFailure(BaseModel):
 
 
 class ReplayResponse(BaseModel):
-    """One scripted response: `text` and/or `tool_calls` (optional `reasoning`), or an `error`."""
+    """One scripted response: `text` and/or `tool_calls` (optional `reasoning`), or an `error`.
+
+    `text_on_tool_error` is served instead of `text` when a tool result the request carries since
+    the model's last message is an error (a failed, refused or cancelled call), so a scripted
+    answer never claims work that did not happen.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     text: str | None = None
+    text_on_tool_error: str | None = None
     tool_calls: list[ReplayToolCall] | None = None
     error: ReplayFailure | None = None
     reasoning: str | None = None
@@ -58,7 +65,32 @@ class ReplayResponse(BaseModel):
             raise PydanticCustomError(
                 "replay_item", "a response needs one of text, tool_calls or error"
             )
+        if self.text_on_tool_error is not None and self.text is None:
+            raise PydanticCustomError(
+                "replay_item", "text_on_tool_error replaces text: give text as well"
+            )
         return self
+
+    def served(self, messages: Sequence[Mapping[str, Any]]) -> ReplayResponse:
+        """This response as served after `messages` (see `text_on_tool_error`)."""
+        if self.text_on_tool_error is None or not _failed_since_model(messages):
+            return self
+        return self.model_copy(update={"text": self.text_on_tool_error})
+
+
+def _failed_since_model(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a tool result after the last assistant message is an error."""
+    for message in reversed(messages):
+        if message.get("role") == "assistant":
+            return False
+        if any(
+            isinstance(block, Mapping)
+            and block.get("type") == "tool-result"
+            and block.get("isError") is True
+            for block in message.get("content", ())
+        ):
+            return True
+    return False
 
 
 _SCRIPT = TypeAdapter(list[ReplayResponse])

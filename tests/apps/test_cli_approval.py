@@ -227,6 +227,8 @@ def test_unattended_refuse_and_the_no_approval_overlay(dsh: Sandbox) -> None:
         "Error: nobody could approve this call (no approver answered); the call was not run"
     ] * 2
     assert not (dsh.workspace / "notes.txt").exists()
+    (result,) = [json.loads(line) for line in refused.stdout.splitlines()[-1:]]
+    assert result["output"].startswith("I could not finish: a tool call failed or was not allowed")
 
     free = dsh("run", "--patch", NO_APPROVAL, "hi", env=BLOCK)
     assert free.returncode == 0, free.stderr

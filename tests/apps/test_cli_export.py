@@ -108,3 +108,22 @@ def test_html_export_renders_offline_in_chromium(dsh: Sandbox) -> None:
     assert taken.returncode == 0, taken.stderr
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+
+
+def test_html_export_draws_barriers_only_where_the_manifest_mounts_a_policy(
+    dsh: Sandbox,
+) -> None:
+    dsh.home.mkdir(parents=True)
+    make_backend("jsonl", dsh).seed("marks", CRASHED, str(dsh.root), T0)
+    overlays = Path(__file__).parents[2] / "config" / "overlays"
+    pages = {}
+    for name, patches in (("policy", []), ("none", ["--patch", overlays / "no-checkpoints.yml"])):
+        page = dsh.root / f"{name}.html"
+        done = dsh("export", "marks", "--html", page, *patches)
+        assert done.returncode == 0, done.stderr
+        pages[name] = page.read_text()
+    assert pages["policy"].count(' barrier"') == 3 + 2 + 2  # 3 calls, 2 responses, 2 steps
+    assert "checkpoint barrier of @deepseek-ai/dsh-session-checkpoint-policy" in pages["policy"]
+    assert ' barrier"' not in pages["none"]
+    assert "no ◆ marks: this manifest mounts no checkpoint policy" in pages["none"]
+    assert 'class="event tool-call"' in pages["none"]  # the rows are there, unmarked

@@ -229,6 +229,26 @@ def test_tool_step_then_resume_echoes_reasoning(dsh: Sandbox, server: ChatServer
     _assert_no_key(dsh, key, first.stdout, first.stderr, second.stdout, second.stderr, shown.stdout)
 
 
+def test_a_server_that_reuses_call_ids_still_gets_a_consistent_transcript(
+    dsh: Sandbox, server: ChatServer, key: str
+) -> None:
+    # Some OpenAI-compatible servers number calls afresh in every response.
+    second = {"path": "more.txt", "content": "more\n"}
+    server.script(
+        _write_notes_step("call_0"),
+        sse_reply(tool_call("call_0", "write_file", second), delta(finish="tool_calls")),
+        _text_step("Both written."),
+    )
+    done = _dsh(dsh, server, key, "run", "--session", "s-ids", "write both")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Both written.\n"
+    assert (dsh.workspace / "more.txt").read_text() == "more\n"
+    last = _messages(server.requests[2])
+    _assert_consistent(last)
+    ids = [call["id"] for m in last if m["role"] == "assistant" for call in m["tool_calls"]]
+    assert ids == ["call_0", "call-0"]
+
+
 def test_sigkill_during_the_model_request_then_resume(
     dsh: Sandbox, server: ChatServer, key: str
 ) -> None:

@@ -14,7 +14,7 @@ from plugins.llm_openai import OpenAIAdapter
 from plugins.llm_openai.decode import ChatStreamDecoder
 from plugins.llm_openai.failures import http_error, retry_after_ms
 from plugins.llm_openai.sse import SseDecoder
-from plugins.llm_openai.transcript import MISSING_RESULT, to_wire_messages
+from plugins.llm_openai.transcript import MISSING_RESULT, to_wire_messages, transcript_call_ids
 
 
 def user(text: str) -> dict[str, Any]:
@@ -346,3 +346,43 @@ def test_request_body_minimal_and_model_fallback() -> None:
     }
     named = GenerateOptions(provider="openai", model="m", messages=[])
     assert adapter.request_body(named)["model"] == "m"
+
+
+def _call_ids(decoder: ChatStreamDecoder, *wire_ids: str | None) -> list[str]:
+    calls = [
+        {"index": n, **({} if wire_id is None else {"id": wire_id}), "function": {"name": "f"}}
+        for n, wire_id in enumerate(wire_ids)
+    ]
+    decoder.event(event({"tool_calls": calls}))
+    decoder.event(event(finish="tool_calls"))
+    closing, failure = decoder.done()
+    assert failure is None
+    return [c["block"]["id"] for c in closing if c["type"] == "block-end"]
+
+
+def test_call_ids_are_kept_when_they_are_new() -> None:
+    assert _call_ids(ChatStreamDecoder({"call_a"}), "call_b", "call_c") == ["call_b", "call_c"]
+
+
+def test_missing_or_reused_call_ids_are_made_unique() -> None:
+    # a server that numbers calls afresh per response, or sends no id, or one id twice
+    used = {"call_0", "call-0"}
+    ids = _call_ids(ChatStreamDecoder(used), "call_0", None, "x", "x", "")
+    assert ids == ["call-1", "call-2", "x", "call-3", "call-4"]
+    assert len(set(ids) | used) == len(ids) + len(used)
+
+
+def test_the_transcripts_call_ids_are_the_assistant_tool_calls() -> None:
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "ok"},
+                {"type": "tool-call", "id": "c1", "name": "f", "arguments": "{}"},
+                {"type": "tool-call", "id": "c2", "name": "f", "arguments": "{}"},
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool-result", "toolCallId": "c1", "content": []}]},
+    ]
+    assert transcript_call_ids(messages) == {"c1", "c2"}

@@ -80,3 +80,30 @@ async def test_within_one_process_the_in_memory_cursor_is_kept() -> None:
     assert await served(adapter, [USER]) == "answer 0"
     # No replayState in the messages sent: the process's own cursor goes on.
     assert await served(adapter, [USER]) == "answer 1"
+
+
+def tool_result(is_error: bool) -> dict[str, Any]:
+    block = {"type": "tool-result", "toolCallId": "c", "content": [], "isError": is_error}
+    return {"role": "user", "content": [block], "source": {"kind": "tool", "callId": "c"}}
+
+
+@pytest.mark.parametrize(
+    ("transcript", "expected"),
+    [
+        ([USER], "it worked"),
+        ([USER, assistant(None), tool_result(False), tool_result(False)], "it worked"),
+        ([USER, assistant(None), tool_result(False), tool_result(True)], "it failed"),
+        # an error answered before the model's last message is not this answer's concern
+        ([USER, assistant(None), tool_result(True), assistant(None), USER], "it worked"),
+    ],
+)
+async def test_text_on_tool_error_replaces_the_text_after_a_failed_call(
+    transcript: list[dict[str, Any]], expected: str
+) -> None:
+    script = [ReplayResponse(text="it worked", text_on_tool_error="it failed")]
+    assert await served(ReplayAdapter(script), transcript) == expected
+
+
+def test_text_on_tool_error_needs_a_text() -> None:
+    with pytest.raises(ValueError, match="text_on_tool_error replaces text"):
+        ReplayResponse(text_on_tool_error="it failed", tool_calls=[])

@@ -376,17 +376,19 @@ async def test_flush_reraises_first_failure_in_registration_order(
     finished: list[str] = []
     late_error = KeyError("first registered, fails last")
     early_error = ValueError("second registered, fails first")
+    slow_failed = anyio.Event()
 
     async def slow_failure(session: Session) -> None:
         await anyio.sleep(0.02)
         finished.append("slow")
+        slow_failed.set()
         raise late_error
 
     def sync_failure(session: Session) -> None:
         raise early_error
 
     async def slow_success(session: Session) -> None:
-        await anyio.sleep(0.03)
+        await slow_failed.wait()  # the order below holds on any machine load
         finished.append("success")
 
     root.on("session/flush", slow_failure)
