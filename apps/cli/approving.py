@@ -23,12 +23,13 @@ import anyio
 from rich.console import Console
 from rich.text import Text
 
+from plugins.agent.tool_calls import parse_arguments
 from plugins.session.jsonutil import dumps
 from plugins.tool_approval import Answer, ApprovalRequest, Question, pending_questions
 
 from .errors import USAGE, CliError
 from .paths import default_manifest
-from .views import JsonView, RunView, parse_arguments
+from .views import JsonView, RunView
 
 if TYPE_CHECKING:
     from framework import Context

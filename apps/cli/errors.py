@@ -6,6 +6,9 @@ import sys
 import traceback
 
 from framework import BootError, ManifestError
+from plugins.agent.reasons import describe as describe
+from plugins.agent.reasons import leaf as leaf
+from plugins.agent.reasons import one_line as one_line
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import (
     SessionLockedError,
@@ -31,23 +34,6 @@ class CliError(Exception):
         super().__init__(message)
         self.exit_code = exit_code
         self.code = code or ("USAGE" if exit_code == USAGE else "FAILED")
-
-
-def leaf(error: BaseException) -> BaseException:
-    """The one meaningful exception inside (nested) single-member exception groups."""
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
-
-
-def describe(error: BaseException) -> str:
-    """An error's message on one line; an exception group names each of its members (an
-    append and its failed rollback) instead of "(2 sub-exceptions)"."""
-    error = leaf(error)
-    if isinstance(error, BaseExceptionGroup):
-        parts = "; ".join(dict.fromkeys(describe(member) for member in error.exceptions))
-        return f"{error.message}: {parts}"
-    return one_line(str(error)) or type(error).__name__
 
 
 def exit_code_of(error: BaseException) -> int:
@@ -79,21 +65,6 @@ _CODES: tuple[tuple[type[BaseException], str], ...] = (
     (SessionPersistenceError, "SESSION_STORAGE_FAILED"),
     (OSError, "STORAGE_FAILED"),
 )
-
-
-def one_line(text: str) -> str:
-    """A multi-line message (a head and `- item` lines, items possibly `title:` plus their own
-    items) as `head: item; item; title: item`."""
-    lines = [line.strip().removeprefix("- ") for line in text.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    out = lines[0]
-    for index, line in enumerate(lines[1:]):
-        if out.endswith(":"):
-            out += " " + line
-        else:
-            out += (": " if index == 0 else "; ") + line
-    return out
 
 
 def error_lines(error: BaseException) -> list[str]:

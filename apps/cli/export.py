@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from plugins.agent.tool_calls import parse_arguments
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.header import stored_header
 
@@ -26,7 +27,6 @@ from .summary import (
 )
 from .timeline import LEGEND, NO_POLICY, stamp
 from .transcript import usage_of
-from .views import parse_arguments
 
 Event = dict[str, Any]
 

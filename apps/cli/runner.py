@@ -1,13 +1,17 @@
-"""`dsh run` / `dsh resume`: boot, open the session's agent, drive one prompt, report."""
+"""`dsh run` / `dsh resume`: boot, open the session's agent, stream one prompt's turn, report.
+
+`run` is built on the library's `agents.open` and `agents.stream` (docs/python-api.md): the
+views show the stream's items, and the result is the stream's `RunResult`, so `dsh run` and a
+library user see the same turn and the same durability verdict.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-import secrets
 import signal
-import time
 from collections.abc import Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +21,7 @@ from anyio.abc import TaskStatus
 
 from framework import Context, ManifestError
 from framework.loader import boot
-from plugins.agent import USER
+from plugins.agent import USER, RunResult, TurnEnd
 from plugins.session_persistence import SessionNotFoundError, SetAside
 
 from . import approving, checking
@@ -30,58 +34,22 @@ from .errors import (
     SESSION_NOT_FOUND,
     USAGE,
     CliError,
-    describe,
-    leaf,
 )
 from .summary import (
     Repairs,
     last_turn_reason,
-    message_text,
     reason_text,
     repairs_in,
     turn_count,
 )
-from .views import Event, RunView
+from .views import RunView
 
 if TYPE_CHECKING:
-    from plugins.agent import Agent, AgentHandle
+    from plugins.agent import Agent, AgentsService
     from plugins.session_persistence import SessionPersistenceService
 
 
 log = logging.getLogger("dsh.cli")
-
-#: The `error.code` of a turn whose end could not be made durable.
-NOT_DURABLE = "SESSION_NOT_DURABLE"
-
-
-def new_session_id() -> str:
-    """A readable unique id: `s-<yyyymmdd>-<6 hex>`."""
-    return f"s-{time.strftime('%Y%m%d')}-{secrets.token_hex(3)}"
-
-
-@dataclass
-class Turn:
-    """What `dsh run` remembers of the live session's events."""
-
-    session_id: str
-    view: RunView
-    reason: dict[str, Any] | None = None
-    output: str = ""
-    interrupted: bool = False
-
-    def on_event(self, session: Any, event: Event) -> None:
-        if session.id != self.session_id:
-            return
-        try:
-            self.view.event(event)
-        except BrokenPipeError:
-            # The reader went away (`dsh run --json ... | head -3`): the output ends quietly,
-            # the turn runs on to its durable end.
-            silence_stdout()
-        if event["type"] == "assistant/message":
-            self.output = message_text(event["data"]["message"])
-        elif event["type"] == "turn/end":
-            self.reason = event["data"]["reason"]
 
 
 @dataclass
@@ -118,47 +86,34 @@ async def stored_events(ctx: Context, session_id: str) -> list[dict[str, Any]] |
     return events
 
 
-async def _open(ctx: Context, options: RunOptions) -> tuple[AgentHandle, bool, Repairs]:
-    agents = ctx.get("agents")
-    if agents is None:
-        raise CliError("the manifest mounts no agent (a dsh-agent row)", USAGE)
-    session_id = options.session_id
-    stored = None if session_id is None else await stored_events(ctx, session_id)
-    if stored is None and options.must_exist:
-        raise not_found(session_id)
-    if stored is None:
-        log.debug("creating session %s", session_id or "(new id)")
-        handle: AgentHandle = await agents.create(
-            session_id or new_session_id(), meta={"cwd": os.getcwd()}
-        )
-        return handle, False, Repairs()
-    assert session_id is not None
-    log.debug("resuming session %s (%d stored events)", session_id, len(stored))
-    handle = await agents.resume(session_id)
-    return handle, True, repairs_in(handle.agent.session.events[len(stored) :])
+@dataclass
+class Presses:
+    """How often Ctrl-C was pressed during the turn."""
+
+    count: int = 0
 
 
 async def _cancel_on_sigint(
-    agent: Agent, turn: Turn, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    agent: Agent,
+    view: RunView,
+    presses: Presses,
+    *,
+    task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """First Ctrl-C: cancel the turn (`{"kind":"user"}`; a running tool body gets its grace);
     a second one cuts running tool bodies short at once; a third exits at once."""
     with anyio.open_signal_receiver(signal.SIGINT) as signals:
         task_status.started()
-        presses = 0
         async for _ in signals:
-            presses += 1
-            if presses == 1:
-                turn.interrupted = True
-                turn.view.notice(
-                    "interrupted: cancelling the turn (Ctrl-C again to stop tools now)"
-                )
+            presses.count += 1
+            if presses.count == 1:
+                view.notice("interrupted: cancelling the turn (Ctrl-C again to stop tools now)")
                 agent.cancel(USER)
-            elif presses == 2:
-                turn.view.notice("stopping running tools now (Ctrl-C again to quit at once)")
+            elif presses.count == 2:
+                view.notice("stopping running tools now (Ctrl-C again to quit at once)")
                 agent.service.tools.skip_grace(agent)
             else:
-                turn.view.close()
+                view.close()
                 os._exit(INTERRUPTED)
 
 
@@ -167,70 +122,69 @@ def not_found(session_id: str | None) -> CliError:
     return CliError(f'session "{session_id}" not found', code=SESSION_NOT_FOUND)
 
 
-async def _durable_end(ctx: Context, agent: Agent) -> BaseException | None:
-    """Flush the session once more after the turn: None when everything it appended (its
-    `turn/end` included) is durable, else the storage failure (see docs/cli.md)."""
-    try:
-        await ctx.sessions.flush(agent.session)
-    except Exception as error:
-        log.debug("final flush of %s failed", agent.id, exc_info=error)
-        return leaf(error)
-    return None
-
-
-def not_durable(reason: Mapping[str, Any], error: BaseException) -> dict[str, Any]:
-    """The reason `dsh run` reports when the turn ended but its end could not be stored."""
-    detail = describe(error)
-    return {
-        "kind": "error",
-        "error": {
-            "code": NOT_DURABLE,
-            "message": f"the turn ended ({reason_text(reason)}) but storing it failed: {detail}",
-        },
-        "turnReason": dict(reason),
-    }
+def agents_of(ctx: Context) -> AgentsService:
+    """The manifest's `agents`, or a usage error."""
+    agents: AgentsService | None = ctx.get("agents")
+    if agents is None:
+        raise CliError("the manifest mounts no agent (a dsh-agent row)", USAGE)
+    return agents
 
 
 async def run(options: RunOptions, view: RunView) -> int:
-    """Send one prompt and wait for the agent to go idle; the exit code of the turn."""
+    """Send one prompt and stream its turn until the agent is idle; the exit code of the turn."""
     refused = checking.refusals(options.manifest, options.patches)
     if refused:
         raise ManifestError("\n".join(problem_line(problem) for problem in refused))
     log.debug("booting %s with overlays %s", options.manifest, list(options.patches))
     async with boot(options.manifest, options.patches) as ctx:
-        handle, resumed, repairs = await _open(ctx, options)
-        agent = handle.agent
-        turn = Turn(agent.id, view)
+        agents = agents_of(ctx)
+        opened = await agents.open(
+            options.session_id, meta={"cwd": os.getcwd()}, create=not options.must_exist
+        )
+        log.debug("%s session %s", opened.how, opened.session_id)
+        agent = opened.agent
         flags = approving.manifest_flags(options.manifest, options.patches)
-        ctx.on("session/event", turn.on_event)
-        failure: BaseException | None = None
+        presses = Presses()
         try:
-            view.started(agent.id, resumed=resumed, repairs=repairs)
-            if resumed:
-                for kept in persistence_of(ctx).set_aside(agent.id):
-                    view.notice(set_aside_text(kept))
+            view.started(opened)
+            for kept in opened.set_aside:
+                view.notice(set_aside_text(kept))
             message = approving.prepare(ctx, agent, view, options.prompt, options.answer, flags)
             async with anyio.create_task_group() as group:
-                await group.start(_cancel_on_sigint, agent, turn)
-                agent.followup(message)
-                await agent.when_idle()
+                await group.start(_cancel_on_sigint, agent, view, presses)
+                result = await _stream(agents, agent, message, view)
                 group.cancel_scope.cancel()
-            failure = await _durable_end(ctx, agent)
         finally:
             view.close()
             with anyio.CancelScope(shield=True):
-                await handle.dispose()
-        if turn.reason is None:
-            raise CliError(f'session "{agent.id}": the agent went idle without ending its turn')
-        reason = turn.reason if failure is None else not_durable(turn.reason, failure)
+                await opened.dispose()
         stored = await stored_events(ctx, agent.id) is not None
         try:
-            view.finished(agent.id, reason, turn.output, stored=stored)
+            view.finished(agent.id, result.reason, result.text, stored=stored)
         except BrokenPipeError:
             silence_stdout()
-    if turn.interrupted:
+    if presses.count:
         return INTERRUPTED
-    return OK if reason.get("kind") == "completed" else FAILED
+    return OK if result.completed else FAILED
+
+
+async def _stream(
+    agents: AgentsService, agent: Agent, message: str | Mapping[str, Any], view: RunView
+) -> RunResult:
+    """Show the turn's items as they come; its result."""
+    result: RunResult | None = None
+    async with aclosing(agents.stream(message, session=agent.id, progress=True)) as items:
+        async for item in items:
+            try:
+                view.item(item)
+            except BrokenPipeError:
+                # The reader went away (`dsh run --json ... | head -3`): the output ends
+                # quietly, the turn runs on to its durable end.
+                silence_stdout()
+            if isinstance(item, TurnEnd):
+                result = item.result
+    assert result is not None, "a turn stream ends with TurnEnd or raises"
+    return result
 
 
 @dataclass(frozen=True)

@@ -3,90 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from plugins.agent.opening import NOT_STARTED as NOT_STARTED
+from plugins.agent.opening import UNKNOWN_OUTCOME as UNKNOWN_OUTCOME
+from plugins.agent.opening import Repairs as Repairs
+from plugins.agent.opening import repair_code as repair_code
+from plugins.agent.opening import repairs_in as repairs_in
+from plugins.agent.reasons import reason_text as reason_text
 from plugins.session.jsonutil import dumps
 
 Event = Mapping[str, Any]
-
-UNKNOWN_OUTCOME = "TOOL_OUTCOME_UNKNOWN"
-NOT_STARTED = "TOOL_NOT_STARTED"
-
-
-def _plural(count: int, one: str, many: str) -> str:
-    return f"{count} {one if count == 1 else many}"
-
-
-def repair_code(event: Event) -> str | None:
-    """`TOOL_OUTCOME_UNKNOWN` / `TOOL_NOT_STARTED` for a repair `tool/result`, else None."""
-    if event["type"] != "tool/result":
-        return None
-    error = event["data"].get("error")
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if code in (UNKNOWN_OUTCOME, NOT_STARTED) else None
-
-
-def is_interrupted_end(event: Event) -> bool:
-    """A `turn/end {"kind":"interrupted"}` (only repair writes one)."""
-    return event["type"] == "turn/end" and bool(
-        event["data"]["reason"].get("kind") == "interrupted"
-    )
-
-
-@dataclass(frozen=True)
-class Repairs:
-    """Crash-repair closers found in a run of events."""
-
-    unknown: int = 0
-    not_started: int = 0
-    turns: tuple[int, ...] = ()
-    #: Approval questions cancelled (their calls are among `not_started`).
-    approvals: int = 0
-
-    def __bool__(self) -> bool:
-        return bool(self.unknown or self.not_started or self.turns or self.approvals)
-
-    def to_json(self) -> dict[str, Any]:
-        """`{"unknownOutcome", "notStarted", "interruptedTurns", "cancelledApprovals"}`."""
-        return {
-            "unknownOutcome": self.unknown,
-            "notStarted": self.not_started,
-            "interruptedTurns": list(self.turns),
-            "cancelledApprovals": self.approvals,
-        }
-
-    def describe(self) -> str:
-        """E.g. `1 tool call with unknown outcome, turn 1 closed as interrupted`."""
-        parts = []
-        if self.unknown:
-            parts.append(_plural(self.unknown, "tool call", "tool calls") + " with unknown outcome")
-        if self.approvals:
-            parts.append(
-                "1 approval was pending; the call was not run"
-                if self.approvals == 1
-                else f"{self.approvals} approvals were pending; the calls were not run"
-            )
-        not_started = max(0, self.not_started - self.approvals)
-        if not_started:
-            parts.append(_plural(not_started, "tool call", "tool calls") + " not started")
-        if self.turns:
-            numbers = ", ".join(str(t) for t in self.turns)
-            parts.append(f"turn {numbers} closed as interrupted")
-        return ", ".join(parts)
-
-
-def repairs_in(events: Sequence[Event]) -> Repairs:
-    """Count the repair closers among `events`."""
-    codes = [repair_code(event) for event in events]
-    turns = tuple(e["data"]["turn"] for e in events if is_interrupted_end(e))
-    approvals = sum(1 for event in events if is_cancelled_approval(event))
-    return Repairs(codes.count(UNKNOWN_OUTCOME), codes.count(NOT_STARTED), turns, approvals)
-
-
-def is_cancelled_approval(event: Event) -> bool:
-    """An `approval/decided {"outcome":"cancelled"}` (repair writes one per open question)."""
-    return event["type"] == "approval/decided" and bool(event["data"].get("outcome") == "cancelled")
 
 
 def turn_count(events: Sequence[Event]) -> int:
@@ -101,22 +28,6 @@ def last_turn_reason(events: Sequence[Event]) -> dict[str, Any] | None:
             reason: dict[str, Any] = event["data"]["reason"]
             return reason
     return None
-
-
-def reason_text(reason: Mapping[str, Any] | None) -> str:
-    """`completed`, `aborted (user)`, `error: <message> (<code>)`, `interrupted`, ..."""
-    if reason is None:
-        return "-"
-    kind = str(reason.get("kind"))
-    if kind == "aborted":
-        cause = reason.get("reason")
-        cause_kind = cause.get("kind") if isinstance(cause, dict) else None
-        return f"aborted ({cause_kind})" if cause_kind else "aborted"
-    if kind == "error":
-        failure = reason.get("error")
-        if isinstance(failure, dict):
-            return f"error: {failure.get('message')} ({failure.get('code')})"
-    return kind
 
 
 def message_text(message: Mapping[str, Any], block_type: str = "text") -> str:
@@ -134,11 +45,15 @@ def tool_result_text(message: Mapping[str, Any]) -> str:
             if isinstance(inner, str):
                 return inner
             if isinstance(inner, list):
-                return "".join(
-                    part.get("text", "") if part.get("type") == "text" else dumps(part)
-                    for part in inner
-                )
+                return content_text(inner)
     return ""
+
+
+def content_text(parts: Sequence[Mapping[str, Any]]) -> str:
+    """A tool result's content as one text: text parts as they are, other parts as JSON."""
+    return "".join(
+        part.get("text", "") if part.get("type") == "text" else dumps(part) for part in parts
+    )
 
 
 def tool_result_is_error(message: Mapping[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 from rich.text import Text
 
+from plugins.agent.tool_calls import parse_arguments
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import Owner, SessionLog
 
@@ -28,7 +29,7 @@ from .summary import (
     tool_result_is_error,
     tool_result_text,
 )
-from .views import parse_arguments, short
+from .views import short
 
 Event = Mapping[str, Any]
 

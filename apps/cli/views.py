@@ -1,4 +1,8 @@
-"""How `dsh run` shows a turn as it happens: for a person (rich) or as JSON lines."""
+"""How `dsh run` shows a turn as it happens: for a person (rich) or as JSON lines.
+
+Both views read the items of `agents.stream(..., progress=True)` (docs/python-api.md), so what
+`dsh run` shows is what a library user of the stream sees.
+"""
 
 from __future__ import annotations
 
@@ -11,30 +15,34 @@ from rich.console import Console
 from rich.status import Status
 from rich.text import Text
 
+from plugins.agent import (
+    BlockEnd,
+    MessageEnd,
+    Opened,
+    ReasoningDelta,
+    RetryScheduled,
+    StepStart,
+    StreamItem,
+    TextDelta,
+    ToolCall,
+    ToolCallStart,
+    ToolResult,
+    TurnEnd,
+)
 from plugins.session.jsonutil import dumps, loads
 
 from .console import Consoles
-from .summary import (
-    NOT_STARTED,
-    UNKNOWN_OUTCOME,
-    Repairs,
-    reason_text,
-    repair_code,
-    tool_result_is_error,
-    tool_result_text,
-)
-
-Event = Mapping[str, Any]
+from .summary import NOT_STARTED, UNKNOWN_OUTCOME, content_text, reason_text
 
 
 class RunView(Protocol):
-    """Receives the live events of the session `dsh run` drives."""
+    """Shows the turn `dsh run` drives."""
 
-    def started(self, session_id: str, *, resumed: bool, repairs: Repairs) -> None:
-        """The agent is ready (a new or a resumed session, with what its load repaired)."""
+    def started(self, opened: Opened) -> None:
+        """The agent is open (a new or a resumed session, with what its load repaired)."""
 
-    def event(self, event: Event) -> None:
-        """One event appended to the live session."""
+    def item(self, item: StreamItem) -> None:
+        """One item of the turn's stream."""
 
     def notice(self, text: str) -> None:
         """A remark for the person at the keyboard (e.g. "cancelling the turn")."""
@@ -55,16 +63,6 @@ def short(text: str, limit: int = 160) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def parse_arguments(raw: Any) -> Any:
-    """A tool call's raw JSON arguments as a value (the raw string when it is not JSON)."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return loads(raw) if raw else {}
-    except ValueError:
-        return raw
-
-
 class HumanView:
     """Streams text to `out`; tool calls, results, reasoning and the outcome to `deco`."""
 
@@ -74,7 +72,6 @@ class HumanView:
         self.animate = consoles.interactive
         self._status: Status | None = None
         self._open: Console | None = None  # the console holding an unfinished line
-        self._names: dict[str, str] = {}
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -117,68 +114,58 @@ class HumanView:
 
     # -- RunView ---------------------------------------------------------------------------
 
-    def started(self, session_id: str, *, resumed: bool, repairs: Repairs) -> None:
-        line = Text.assemble(("session ", "dim"), (session_id, "bold cyan"))
-        if resumed:
+    def started(self, opened: Opened) -> None:
+        line = Text.assemble(("session ", "dim"), (opened.session_id, "bold cyan"))
+        if opened.resumed:
             line.append(" (resumed)", style="dim")
         self._line(line)
-        if repairs:
-            self._line(Text(f"recovered: {repairs.describe()}", style="yellow"))
+        if opened.repairs:
+            self._line(Text(f"recovered: {opened.repairs.describe()}", style="yellow"))
 
-    def event(self, event: Event) -> None:
-        kind = event["type"]
-        data = event["data"]
-        if kind == "step/start":
+    def item(self, item: StreamItem) -> None:
+        if isinstance(item, StepStart):
             self._spin("waiting for the model…")
-        elif kind == "assistant/chunk":
-            chunk = data["chunk"]
-            if chunk["type"] == "text-delta":
-                self._write(self.out, chunk["text"])
-            elif chunk["type"] == "reasoning-delta":
-                self._write(self.deco, chunk["text"], "dim italic")
-            elif chunk["type"] == "block-end":
-                self._end_line()
-            elif chunk["type"] == "block-start" and chunk["blockType"] == "tool-call":
-                self._spin("the model is writing a tool call…")
-        elif kind == "assistant/message":
+        elif isinstance(item, TextDelta):
+            self._write(self.out, item.text)
+        elif isinstance(item, ReasoningDelta):
+            self._write(self.deco, item.text, "dim italic")
+        elif isinstance(item, BlockEnd):
             self._end_line()
-            if data.get("interrupted"):
+        elif isinstance(item, ToolCallStart):
+            self._spin("the model is writing a tool call…")
+        elif isinstance(item, MessageEnd):
+            self._end_line()
+            if item.interrupted:
                 self._line(Text("(response interrupted)", style="yellow"))
-        elif kind == "tool/call":
-            self._names[data["callId"]] = data["name"]
-            args = short(dumps(parse_arguments(data["arguments"])))
-            self._line(Text.assemble(("→ ", "cyan"), (data["name"], "bold"), " ", (args, "dim")))
-            self._spin(f"running {data['name']}…")
-        elif kind == "tool/result":
-            self._tool_result(event)
-        elif kind == "llm/retry":
-            failure = data["failure"]
+        elif isinstance(item, ToolCall):
+            args = short(dumps(item.arguments))
+            self._line(Text.assemble(("→ ", "cyan"), (item.name, "bold"), " ", (args, "dim")))
+            self._spin(f"running {item.name}…")
+        elif isinstance(item, ToolResult):
+            self._tool_result(item)
+        elif isinstance(item, RetryScheduled):
             self._line(
                 Text(
-                    f"retry {data['retry']} in {data['delayMs']} ms: "
-                    f"{failure.get('message')} ({failure.get('code')})",
+                    f"retry {item.retry} in {item.delay_ms} ms: {item.message} ({item.code})",
                     style="yellow",
                 )
             )
             self._spin("waiting to retry…")
-        elif kind == "turn/end":
+        elif isinstance(item, TurnEnd):
             self._still()
             self._end_line()
 
-    def _tool_result(self, event: Event) -> None:
-        data = event["data"]
-        message = data["message"]
-        call_id = message["source"]["callId"]
-        name = self._names.get(call_id, call_id)
-        text = short(tool_result_text(message))
-        code = repair_code(event)
-        if code == UNKNOWN_OUTCOME:
+    def _tool_result(self, result: ToolResult) -> None:
+        name = result.name or result.call_id
+        if result.repair == UNKNOWN_OUTCOME:
             line = Text.assemble(("⚠ ", "yellow"), (name, "bold"), (": outcome unknown", "yellow"))
-        elif code == NOT_STARTED:
+        elif result.repair == NOT_STARTED:
             line = Text.assemble(("⚠ ", "yellow"), (name, "bold"), (": not started", "yellow"))
-        elif tool_result_is_error(message):
+        elif result.is_error:
+            text = short(content_text(result.content))
             line = Text.assemble(("✗ ", "red"), (name, "bold"), ": ", (text, "red"))
         else:
+            text = short(content_text(result.content))
             line = Text.assemble(("✓ ", "green"), (name, "bold"), ": ", (text, "dim"))
         self._line(line)
 
@@ -207,14 +194,10 @@ class HumanView:
         self._end_line()
 
 
-#: `--json` line types of the streamed deltas.
-_DELTAS = {"text-delta": "text", "reasoning-delta": "reasoning"}
-
-
-def tool_result_value(message: Mapping[str, Any]) -> Any:
+def result_value(content: list[dict[str, Any]]) -> Any:
     """A tool result as a value: its text parsed as JSON when it is JSON (a tool returning a
     mapping or a list stores it as JSON text), the text otherwise."""
-    text = tool_result_text(message)
+    text = content_text(content)
     try:
         return loads(text)
     except ValueError:
@@ -222,52 +205,29 @@ def tool_result_value(message: Mapping[str, Any]) -> Any:
 
 
 class JsonView:
-    """One JSON object per line on stdout: `text`, `tool-call`, `tool-result`, then `result`."""
-
-    def __init__(self) -> None:
-        self._names: dict[str, str] = {}
+    """One JSON object per line on stdout: `session`, then `text`, `reasoning`, `tool-call`,
+    `tool-result` as they happen, then `result`."""
 
     @staticmethod
     def _emit(value: dict[str, Any]) -> None:
         sys.stdout.write(dumps(value) + "\n")
         sys.stdout.flush()
 
-    def started(self, session_id: str, *, resumed: bool, repairs: Repairs) -> None:
-        line: dict[str, Any] = {"type": "session", "sessionId": session_id, "resumed": resumed}
-        if resumed:
-            line["recovered"] = repairs.to_json()
+    def started(self, opened: Opened) -> None:
+        line: dict[str, Any] = {
+            "type": "session",
+            "sessionId": opened.session_id,
+            "resumed": opened.resumed,
+        }
+        if opened.resumed:
+            line["recovered"] = opened.repairs.to_json()
         self._emit(line)
-        if repairs:
-            print(f"dsh: recovered: {repairs.describe()}", file=sys.stderr)
+        if opened.repairs:
+            print(f"dsh: recovered: {opened.repairs.describe()}", file=sys.stderr)
 
-    def event(self, event: Event) -> None:
-        kind = event["type"]
-        data = event["data"]
-        if kind == "assistant/chunk" and data["chunk"]["type"] in _DELTAS:
-            chunk = data["chunk"]
-            self._emit({"type": _DELTAS[chunk["type"]], "text": chunk["text"]})
-        elif kind == "tool/call":
-            self._names[data["callId"]] = data["name"]
-            self._emit(
-                {
-                    "type": "tool-call",
-                    "callId": data["callId"],
-                    "name": data["name"],
-                    "arguments": parse_arguments(data["arguments"]),
-                }
-            )
-        elif kind == "tool/result":
-            message = data["message"]
-            call_id = message["source"]["callId"]
-            line: dict[str, Any] = {
-                "type": "tool-result",
-                "callId": call_id,
-                "name": self._names.get(call_id),
-                "isError": tool_result_is_error(message),
-                "value": tool_result_value(message),
-            }
-            if "error" in data:
-                line["error"] = data["error"]
+    def item(self, item: StreamItem) -> None:
+        line = json_line(item)
+        if line is not None:
             self._emit(line)
 
     def notice(self, text: str) -> None:
@@ -288,3 +248,30 @@ class JsonView:
 
     def close(self) -> None:
         """Nothing animated."""
+
+
+def json_line(item: StreamItem) -> dict[str, Any] | None:
+    """The `--json` line of a stream item (None: the item has no line)."""
+    if isinstance(item, TextDelta):
+        return {"type": "text", "text": item.text}
+    if isinstance(item, ReasoningDelta):
+        return {"type": "reasoning", "text": item.text}
+    if isinstance(item, ToolCall):
+        return {
+            "type": "tool-call",
+            "callId": item.call_id,
+            "name": item.name,
+            "arguments": item.arguments,
+        }
+    if isinstance(item, ToolResult):
+        line: dict[str, Any] = {
+            "type": "tool-result",
+            "callId": item.call_id,
+            "name": item.name or None,
+            "isError": item.is_error,
+            "value": result_value(item.content),
+        }
+        if item.error is not None:
+            line["error"] = item.error
+        return line
+    return None

@@ -7,7 +7,8 @@ only that agent. Hooks: `agent/pre-step` (waterfall → `Enter | Reject`), `agen
 (waterfall → call config), `agent/request-error` (serial → `Retry | None`),
 `agent/turn-stopping` (serial). Live events: `agent/created|disposed|status|session-start|error`,
 `agent/inbox/inserted|claimed|discarded`. `ctx.agents.run(prompt)` runs one turn and returns a
-`RunResult`; `ctx.agents.stream(prompt)` yields the turn as typed items (docs/python-api.md).
+`RunResult`; `ctx.agents.stream(prompt)` yields the turn as typed items; `ctx.agents.open()`
+opens a session's agent and says what opening did (docs/python-api.md).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from framework import Context
 
 from .agent import Agent, AgentStatus
 from .errors import AgentError
+from .handle import AgentHandle
 from .hooks import (
     DISPOSED,
     PARENT,
@@ -35,24 +37,33 @@ from .hooks import (
     TurnStopping,
 )
 from .inbox import Inbox
+from .opening import Opened, Repairs
 from .options import AgentOptions, Config
+from .reasons import NOT_DURABLE
 from .results import (
+    BlockEnd,
+    MessageEnd,
+    ProgressItem,
     ReasoningDelta,
+    RetryScheduled,
     RunResult,
+    StepStart,
     StreamItem,
     TextDelta,
     ToolCall,
+    ToolCallStart,
     ToolResult,
     ToolRun,
     TurnEnd,
     TurnStart,
     Usage,
 )
-from .run import RunOptions
-from .service import AgentHandle, AgentsService, TaskHost
+from .run import Prompt, RunOptions, StreamOptions
+from .service import AgentsService, TaskHost
 
 __all__ = [
     "DISPOSED",
+    "NOT_DURABLE",
     "PARENT",
     "USER",
     "Agent",
@@ -63,22 +74,32 @@ __all__ = [
     "AgentRequest",
     "AgentStatus",
     "AgentsService",
+    "BlockEnd",
     "CancelCause",
     "Config",
     "Enter",
     "Inbox",
     "InboxChange",
+    "MessageEnd",
+    "Opened",
     "PreStep",
+    "ProgressItem",
+    "Prompt",
     "ReasoningDelta",
     "Reject",
+    "Repairs",
     "RequestFailed",
     "Retry",
+    "RetryScheduled",
     "RunOptions",
     "RunResult",
     "SessionStart",
+    "StepStart",
     "StreamItem",
+    "StreamOptions",
     "TextDelta",
     "ToolCall",
+    "ToolCallStart",
     "ToolResult",
     "ToolRun",
     "TurnEnd",

@@ -2,15 +2,19 @@
 
 `TurnFold` reads the live events of one session (the `session/event` bus) and follows the first
 turn that starts after it was created: it turns the turn's events into stream items and, at the
-turn's `turn/end`, into a `RunResult`. See docs/python-api.md.
+turn's `turn/end`, into a `RunResult`. Content items (`TurnStart`, the deltas, `ToolCall`,
+`ToolResult`, `TurnEnd`) are what a turn says; progress items (`StepStart`, `ToolCallStart`,
+`BlockEnd`, `MessageEnd`, `RetryScheduled`) are how it gets there, for a live display such as
+`dsh run`'s. See docs/python-api.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .opening import NOT_STARTED, UNKNOWN_OUTCOME
 from .tool_calls import parse_arguments
 
 Event = Mapping[str, Any]
@@ -61,6 +65,56 @@ class ToolResult:
     text: str
     content: list[dict[str, Any]]
     error: dict[str, Any] | None
+    step: int
+
+    @property
+    def repair(self) -> str | None:
+        """`TOOL_OUTCOME_UNKNOWN` or `TOOL_NOT_STARTED` when crash repair wrote this result."""
+        code = None if self.error is None else self.error.get("code")
+        return code if code in (UNKNOWN_OUTCOME, NOT_STARTED) else None
+
+
+@dataclass(frozen=True)
+class StepStart:
+    """Progress: a step began; the model's request is about to be sent."""
+
+    step: int
+
+
+@dataclass(frozen=True)
+class ToolCallStart:
+    """Progress: the model began writing a tool call (its `ToolCall` follows once logged)."""
+
+    step: int
+
+
+@dataclass(frozen=True)
+class BlockEnd:
+    """Progress: a block of the response (`text`, `reasoning`, `tool-call`, ...) is complete."""
+
+    block_type: str
+    step: int
+
+
+@dataclass(frozen=True)
+class MessageEnd:
+    """Progress: the model's response is assembled and logged; `interrupted` when an abort cut
+    it short (what it had said is kept); `text` is its text."""
+
+    text: str
+    interrupted: bool
+    step: int
+
+
+@dataclass(frozen=True)
+class RetryScheduled:
+    """Progress: the step's failed model request is sent again after `delay_ms` (the
+    `retry`-th time); `code` and `message` are the failure's."""
+
+    retry: int
+    delay_ms: int
+    code: str | None
+    message: str | None
     step: int
 
 
@@ -117,25 +171,42 @@ class RunResult:
 
 @dataclass(frozen=True)
 class TurnEnd:
-    """The turn ended and the agent is idle (its `turn/end` is durable when the agents service
-    flushes on idle, the default)."""
+    """The turn ended and the agent is idle; `result.reason` says `SESSION_NOT_DURABLE` unless
+    the turn's end is durable (or nothing persists)."""
 
     result: RunResult
 
 
-StreamItem = TurnStart | TextDelta | ReasoningDelta | ToolCall | ToolResult | TurnEnd
+ProgressItem = StepStart | ToolCallStart | BlockEnd | MessageEnd | RetryScheduled
+StreamItem = TurnStart | TextDelta | ReasoningDelta | ToolCall | ToolResult | TurnEnd | ProgressItem
+
+
+def find_call(events: Sequence[Event], call_id: str) -> ToolCall | None:
+    """The logged call `call_id`, the newest first (None if the log has none)."""
+    for event in reversed(events):
+        if event["type"] == "tool/call" and event["data"]["callId"] == call_id:
+            return _call(event["data"])
+    return None
 
 
 class TurnFold:
-    """Follows the first turn that starts in one session's events from now on."""
+    """Follows the first turn that starts in one session's events from now on.
 
-    def __init__(self, session_id: str) -> None:
+    Every result appended while the turn runs is the turn's, also that of a call an earlier turn
+    made and this one resolves (an answered approval question); `earlier(call_id)` finds such a
+    call in the log (`find_call`).
+    """
+
+    def __init__(
+        self, session_id: str, earlier: Callable[[str], ToolCall | None] | None = None
+    ) -> None:
         self.session_id = session_id
         self.turn: int | None = None
         self.result: RunResult | None = None
         self._text = ""
         self._usage = Usage()
         self._calls: dict[str, ToolRun] = {}
+        self._earlier = earlier
 
     def add(self, event: Event) -> list[StreamItem]:
         """The stream items `event` yields (none once the turn has ended)."""
@@ -145,23 +216,38 @@ class TurnFold:
         if kind == "turn/start" and self.turn is None:
             self.turn = data["turn"]
             return [TurnStart(self.session_id, data["turn"])]
-        if self.turn is None or data.get("turn") != self.turn:
+        if self.turn is None:
             return []
+        if kind == "tool/result":
+            result = self._tool_result(data)
+            return [] if result is None else [result]
+        if data.get("turn") != self.turn:
+            return []
+        if kind == "step/start":
+            return [StepStart(data["step"])]
         if kind == "assistant/chunk":
             return self._chunk(data["chunk"], data["step"])
+        if kind == "llm/retry":
+            failure = data.get("failure") or {}
+            return [
+                RetryScheduled(
+                    data["retry"],
+                    data["delayMs"],
+                    failure.get("code"),
+                    failure.get("message"),
+                    data["step"],
+                )
+            ]
         if kind == "assistant/message":
             self._text = _text(data["message"].get("content", ()))
             if "usage" in data:
                 self._usage = self._usage.plus(data["usage"])
-        elif kind == "tool/call":
-            arguments = parse_arguments(data["arguments"])
-            call = ToolCall(data["callId"], data["name"], arguments, data["step"])
+            return [MessageEnd(self._text, data.get("interrupted") is True, data["step"])]
+        if kind == "tool/call":
+            call = _call(data)
             self._calls[call.call_id] = ToolRun(call, None)
             return [call]
-        elif kind == "tool/result":
-            result = self._tool_result(data)
-            return [] if result is None else [result]
-        elif kind == "turn/end":
+        if kind == "turn/end":
             self.result = RunResult(
                 self.session_id,
                 self.turn,
@@ -174,20 +260,31 @@ class TurnFold:
 
     @staticmethod
     def _chunk(chunk: Mapping[str, Any], step: int) -> list[StreamItem]:
-        if chunk["type"] == "text-delta":
+        kind = chunk["type"]
+        if kind == "text-delta":
             return [TextDelta(chunk["text"], step)]
-        if chunk["type"] == "reasoning-delta":
+        if kind == "reasoning-delta":
             return [ReasoningDelta(chunk["text"], step)]
+        if kind == "block-start" and chunk.get("blockType") == "tool-call":
+            return [ToolCallStart(step)]
+        if kind == "block-end":
+            block = chunk.get("block")
+            kind = str(block.get("type", "")) if isinstance(block, Mapping) else ""
+            return [BlockEnd(kind, step)]
         return []
 
     def _tool_result(self, data: Mapping[str, Any]) -> ToolResult | None:
         message = data["message"]
+        call_id = _result_call_id(message)
+        if call_id not in self._calls and self._earlier is not None:
+            call = self._earlier(call_id)
+            if call is not None:
+                self._calls[call_id] = ToolRun(call, None)
         block = next(
             (b for b in message.get("content", ()) if b.get("type") == "tool-result"), None
         )
         if block is None:
             return None
-        call_id = str(block.get("toolCallId", message.get("source", {}).get("callId", "")))
         run = self._calls.get(call_id)
         content = block.get("content")
         blocks = content if isinstance(content, list) else [{"type": "text", "text": str(content)}]
@@ -203,6 +300,18 @@ class TurnFold:
         if run is not None:
             self._calls[call_id] = ToolRun(run.call, result)
         return result
+
+
+def _call(data: Mapping[str, Any]) -> ToolCall:
+    """A `tool/call` event's data as a `ToolCall`."""
+    return ToolCall(data["callId"], data["name"], parse_arguments(data["arguments"]), data["step"])
+
+
+def _result_call_id(message: Mapping[str, Any]) -> str:
+    """The call a `tool/result` message answers."""
+    blocks = message.get("content", ())
+    block: Mapping[str, Any] = next((b for b in blocks if b.get("type") == "tool-result"), {})
+    return str(block.get("toolCallId", message.get("source", {}).get("callId", "")))
 
 
 def _text(blocks: Sequence[Mapping[str, Any]]) -> str:

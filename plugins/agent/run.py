@@ -1,18 +1,20 @@
 """One-call runs: `agents.run(prompt)` and `agents.stream(prompt)` (see docs/python-api.md).
 
-Both open the session's agent (the live one, a stored session resumed, or a new session), send
-the prompt with `followup`, and follow that turn through the session's events until the agent is
-idle again. The agent stays open (owned by the caller's plugin, like `agents.create`), so the
-next call on the same session continues the conversation.
+Both open the session's agent (`agents.open`: the live one, a stored session resumed, or a new
+session), send the prompt with `followup`, follow that turn through the session's events until
+the agent is idle again, and flush the session once more: a turn whose end could not be stored
+is reported as `SESSION_NOT_DURABLE`, never as what the turn said. The agent stays open (owned
+by the caller's plugin, like `agents.create`), so the next call on the same session continues
+the conversation.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-import secrets
-import time
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import anyio
@@ -21,7 +23,8 @@ from plugins.session.hooks import EVENT
 
 from .errors import AgentError
 from .hooks import PARENT, STATUS, CancelCause
-from .results import RunResult, StreamItem, TurnEnd, TurnFold
+from .reasons import leaf, not_durable
+from .results import ProgressItem, RunResult, StreamItem, TurnEnd, TurnFold, find_call
 
 if TYPE_CHECKING:
     from framework import AbortSignal
@@ -29,6 +32,11 @@ if TYPE_CHECKING:
     from .agent import Agent
     from .options import AgentOptions
     from .service import AgentsService, Setup
+
+log = logging.getLogger("dsh.agent")
+
+#: What `run()` and `stream()` send: a prompt's text, or a whole user message.
+Prompt = str | Mapping[str, Any]
 
 
 class RunOptions(TypedDict, total=False):
@@ -48,13 +56,15 @@ class RunOptions(TypedDict, total=False):
     signal: AbortSignal | None
 
 
-def new_session_id() -> str:
-    """A readable unique id: `s-<yyyymmdd>-<6 hex>`."""
-    return f"s-{time.strftime('%Y%m%d')}-{secrets.token_hex(3)}"
+class StreamOptions(RunOptions, total=False):
+    """Keyword arguments of `agents.stream()`: those of `run()`, and `progress` (also yield the
+    progress items: `StepStart`, `ToolCallStart`, `BlockEnd`, `MessageEnd`, `RetryScheduled`)."""
+
+    progress: bool
 
 
 async def run_turn_to_idle(
-    service: AgentsService, prompt: str, **options: Unpack[RunOptions]
+    service: AgentsService, prompt: Prompt, **options: Unpack[RunOptions]
 ) -> RunResult:
     """`agents.run()`: the whole turn, returned once the agent is idle."""
     result: RunResult | None = None
@@ -68,13 +78,14 @@ async def run_turn_to_idle(
 
 async def stream_turn(
     service: AgentsService,
-    prompt: str,
+    prompt: Prompt,
     *,
     session: str | None = None,
     agent_options: AgentOptions | None = None,
     setup: Setup | None = None,
     meta: Mapping[str, Any] | None = None,
     signal: AbortSignal | None = None,
+    progress: bool = False,
 ) -> AsyncGenerator[StreamItem, None]:
     """`agents.stream()`: the turn's items as they happen, `TurnEnd` last.
 
@@ -83,7 +94,8 @@ async def stream_turn(
     """
     if signal is not None:
         signal.throw_if_aborted()
-    agent = await _open(service, session, agent_options, setup, meta)
+    opened = await service.open(session, agent_options=agent_options, setup=setup, meta=meta)
+    agent = opened.agent
     if agent.status != "idle" or agent.inbox.next_turn:
         state = agent.status if agent.status != "idle" else "holding queued prompts"
         raise AgentError(
@@ -101,7 +113,7 @@ async def stream_turn(
         if changed is agent and changed.status != "running":
             send.send_nowait(None)  # idle (or disposed): nothing more comes
 
-    fold = TurnFold(agent.id)
+    fold = TurnFold(agent.id, lambda call_id: find_call(agent.session.events, call_id))
     ended = False
     off_event = service.ctx.on(EVENT, on_event)
     off_status = service.ctx.on(STATUS, on_status)
@@ -112,14 +124,15 @@ async def stream_turn(
             unlink = signal.add_listener(lambda reason: agent.cancel(_cause(reason)))
         while (event := await receive.receive()) is not None:
             for item in fold.add(event):
-                yield item
+                if progress or not isinstance(item, ProgressItem):
+                    yield item
         if fold.result is None:
             raise AgentError(
                 f'agent "{agent.id}" went idle without ending its turn (see agent/error)',
                 "TURN_NOT_ENDED",
             )
         ended = True
-        yield TurnEnd(fold.result)
+        yield TurnEnd(await _durable(service, agent, fold.result))
     finally:
         off_event()
         off_status()
@@ -131,36 +144,16 @@ async def stream_turn(
             agent.cancel(PARENT)
 
 
-async def _open(
-    service: AgentsService,
-    session: str | None,
-    agent_options: AgentOptions | None,
-    setup: Setup | None,
-    meta: Mapping[str, Any] | None,
-) -> Agent:
-    if session is not None:
-        live = service.get(session)
-        if live is not None:
-            return live  # like dict.setdefault: the opening options are not applied again
-        if await _stored(service, session):
-            handle = await service.resume(session, agent_options=agent_options, setup=setup)
-            return handle.agent
-    handle = await service.create(
-        session if session is not None else new_session_id(),
-        meta=meta,
-        agent_options=agent_options,
-        setup=setup,
-    )
-    return handle.agent
-
-
-async def _stored(service: AgentsService, session: str) -> bool:
-    """Whether the persistence backend (if any) holds `session`."""
-    persistence = service.ctx.get("sessionPersistence")
-    if persistence is None:
-        return False
-    headers = await persistence.list()
-    return any(header.get("id") == session for header in headers)
+async def _durable(service: AgentsService, agent: Agent, result: RunResult) -> RunResult:
+    """Flush the session once more after the turn (a no-op when nothing persists): `result`
+    when everything it appended, its `turn/end` included, is durable, else `result` with the
+    `SESSION_NOT_DURABLE` reason."""
+    try:
+        await service.sessions.flush(agent.session)
+    except Exception as error:
+        log.debug('final flush of "%s" failed', agent.id, exc_info=error)
+        return replace(result, reason=not_durable(result.reason, leaf(error)))
+    return result
 
 
 def _running(agent: Agent) -> bool:

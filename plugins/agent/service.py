@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Unpack
 
 import anyio
@@ -15,10 +14,12 @@ from framework import Scope, Service
 
 from .agent import Agent
 from .errors import AgentError
+from .handle import AgentHandle
 from .hooks import AGENT_CREATED, AGENT_DISPOSED, PARENT, SESSION_START, SessionStart
+from .opening import Opened, resume_or_create
 from .options import AgentOptions, Config
 from .results import RunResult, StreamItem
-from .run import RunOptions, run_turn_to_idle, stream_turn
+from .run import Prompt, RunOptions, StreamOptions, run_turn_to_idle, stream_turn
 
 if TYPE_CHECKING:
     from framework import AbortSignal, Context, Effect, Fiber
@@ -27,14 +28,6 @@ if TYPE_CHECKING:
 
 Setup = Callable[["Context"], object]
 """`setup(agent.ctx)`: registers the agent's listeners and tools; may be async."""
-
-
-@dataclass(frozen=True)
-class AgentHandle:
-    """A created agent and the coroutine function that disposes it."""
-
-    agent: Agent
-    dispose: Callable[[], Awaitable[None]]
 
 
 class TaskHost:
@@ -154,12 +147,32 @@ class AgentsService(Service):
         finally:
             preparation.release()
 
-    async def run(self, prompt: str, **options: Unpack[RunOptions]) -> RunResult:
+    async def open(
+        self,
+        session: str | None = None,
+        *,
+        agent_options: AgentOptions | None = None,
+        setup: Setup | None = None,
+        meta: Mapping[str, Any] | None = None,
+        create: bool = True,
+    ) -> Opened:
+        """The session's agent as `run()` opens it, with what opening did (docs/python-api.md):
+        the live agent, else the stored session resumed, else a new session (unless `create`
+        is false: then `SessionNotFoundError`)."""
+        if session is not None:
+            entry = self._agents.get(session)
+            if entry is not None:
+                return Opened(entry.agent, entry.dispose, "live")
+        return await resume_or_create(
+            self, session, agent_options=agent_options, setup=setup, meta=meta, create=create
+        )
+
+    async def run(self, prompt: Prompt, **options: Unpack[RunOptions]) -> RunResult:
         """Run one turn to idle on a new or existing session (docs/python-api.md)."""
         return await run_turn_to_idle(self, prompt, **options)
 
     def stream(
-        self, prompt: str, **options: Unpack[RunOptions]
+        self, prompt: Prompt, **options: Unpack[StreamOptions]
     ) -> AsyncGenerator[StreamItem, None]:
         """The same turn as typed items while it happens, `TurnEnd` last (docs/python-api.md)."""
         return stream_turn(self, prompt, **options)

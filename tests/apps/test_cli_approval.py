@@ -274,3 +274,27 @@ def test_approval_command_errors_carry_stable_codes() -> None:
         with pytest.raises(CliError) as caught:
             approving.chosen("s", pending, call_id)
         assert (caught.value.code, caught.value.exit_code) == (code, exit_code)
+
+
+def test_an_approved_call_is_shown_with_its_tool_name(
+    dsh: Sandbox, replay_overlay: Callable[..., Path]
+) -> None:
+    overlay = replay_overlay(
+        "one.yml",
+        "      - tool_calls: [{id: w1, name: write_file, arguments: {path: a.txt, content: a}}]\n"
+        "      - text: Written.\n",
+    )
+    blocked = dsh("run", "--json", "--patch", overlay, "--session", "s-one", "Write", env=BLOCK)
+    assert blocked.returncode == 1, blocked.stderr
+    # The call was made in turn 1; turn 2 (after the answer) runs it and streams its result.
+    answered = dsh("approve", "s-one", "--json", "--patch", overlay, env=BLOCK)
+    assert answered.returncode == 0, answered.stderr
+    lines = [json.loads(line) for line in answered.stdout.splitlines()]
+    (result,) = [line for line in lines if line["type"] == "tool-result"]
+    assert (result["callId"], result["name"], result["isError"]) == ("w1", "write_file", False)
+    assert lines[-1]["output"] == "Written."
+    human = dsh("run", "--patch", overlay, "--session", "s-two", "Write", env=BLOCK)
+    assert human.returncode == 1, human.stderr
+    shown = dsh("approve", "s-two", "--patch", overlay, env=BLOCK)
+    assert shown.returncode == 0, shown.stderr
+    assert '✓ write_file: {"path":"a.txt","bytes":1}' in shown.stderr.splitlines()
