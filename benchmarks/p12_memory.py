@@ -13,6 +13,8 @@ message, a streamed answer of 93 chunks, the assembled message). The logs are th
 JSONL until they reach their size: a 100 MB log whose tool results are 16 KiB each (the bulk of a
 long agent session), and a 20 MB chunk-heavy one (400-byte results, so mostly small chunk events;
 the ratio does not depend on the size, and at 100 MB this shape alone would hold ~3M events).
+A loaded log keeps its events as the records read and decodes them on access
+(docs/event-log.md), so its peak is about the log's bytes plus a small index.
 """
 
 from __future__ import annotations

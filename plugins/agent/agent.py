@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -196,7 +196,7 @@ class Agent:
         self.ctx.emit(INBOX_EVENTS[name], InboxChange(self, target, messages))
 
 
-def _last_turn(events: list[dict[str, Any]]) -> int:
+def _last_turn(events: Sequence[dict[str, Any]]) -> int:
     for event in reversed(events):
         if event["type"] == "turn/start":
             turn: int = event["data"]["turn"]

@@ -190,7 +190,8 @@ def find_call(events: Sequence[Event], call_id: str) -> ToolCall | None:
 
 
 class TurnFold:
-    """Follows the first turn that starts in one session's events from now on.
+    """Follows the first turn that starts in one session's events from now on (after `skip`
+    turns: those of prompts queued before this one, each claimed by a turn of its own).
 
     Every result appended while the turn runs is the turn's, also that of a call an earlier turn
     made and this one resolves (an answered approval question); `earlier(call_id)` finds such a
@@ -198,9 +199,14 @@ class TurnFold:
     """
 
     def __init__(
-        self, session_id: str, earlier: Callable[[str], ToolCall | None] | None = None
+        self,
+        session_id: str,
+        earlier: Callable[[str], ToolCall | None] | None = None,
+        *,
+        skip: int = 0,
     ) -> None:
         self.session_id = session_id
+        self._skip = skip
         self.turn: int | None = None
         self.result: RunResult | None = None
         self._text = ""
@@ -214,6 +220,9 @@ class TurnFold:
         if self.result is not None:
             return []
         if kind == "turn/start" and self.turn is None:
+            if self._skip:
+                self._skip -= 1
+                return []
             self.turn = data["turn"]
             return [TurnStart(self.session_id, data["turn"])]
         if self.turn is None:

@@ -96,13 +96,14 @@ async def stream_turn(
         signal.throw_if_aborted()
     opened = await service.open(session, agent_options=agent_options, setup=setup, meta=meta)
     agent = opened.agent
-    if agent.status != "idle" or agent.inbox.next_turn:
-        state = agent.status if agent.status != "idle" else "holding queued prompts"
+    if agent.status != "idle":
         raise AgentError(
-            f'agent "{agent.id}" is {state}: run() and stream() start a turn on an idle agent '
-            "with nothing queued (wait with agent.when_idle(), or queue with agent.followup())",
+            f'agent "{agent.id}" is {agent.status}: run() and stream() start a turn on an idle '
+            "agent (wait with agent.when_idle(), or queue with agent.followup())",
             "AGENT_BUSY",
         )
+    # Prompts already queued run first, one turn each; the stream follows this prompt's turn.
+    queued = len(agent.inbox.next_turn)
     send, receive = anyio.create_memory_object_stream[Mapping[str, Any] | None](math.inf)
 
     def on_event(live: Any, event: Mapping[str, Any]) -> None:
@@ -113,7 +114,7 @@ async def stream_turn(
         if changed is agent and changed.status != "running":
             send.send_nowait(None)  # idle (or disposed): nothing more comes
 
-    fold = TurnFold(agent.id, lambda call_id: find_call(agent.session.events, call_id))
+    fold = TurnFold(agent.id, lambda call_id: find_call(agent.session.events, call_id), skip=queued)
     ended = False
     off_event = service.ctx.on(EVENT, on_event)
     off_status = service.ctx.on(STATUS, on_status)

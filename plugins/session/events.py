@@ -16,9 +16,10 @@ surface operations against the current model-visible surface and tracks it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .eventlog import plain_events
 from .jsonutil import MAX_SAFE_INTEGER
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "SURFACE_TYPES",
     "Event",
     "EventFormatError",
+    "LogValidator",
     "Surface",
     "UnknownEventTypeError",
     "UnsupportedVersionError",
@@ -439,15 +441,29 @@ def validate_header(header: Any) -> None:
         )
 
 
-def validate_log(header: Any, events: Iterable[Any]) -> Surface:
+def validate_log(header: Any, events: Sequence[Any]) -> Surface:
     """Validate a whole stored log: the header, then every event in order (seq contiguous from
-    0, envelopes, surface operations). Returns the resulting surface."""
-    validate_header(header)
-    checked: list[Event] = []
-    surface = Surface()
-    for index, event in enumerate(events):
+    0, envelopes, surface operations; the members of a compact log's packed chunk rows were
+    checked when it was read, `plain_events`). Returns the resulting surface."""
+    validator = LogValidator(header, events)
+    for index, event in plain_events(events):
+        validator.check(index, event)
+    return validator.surface
+
+
+class LogValidator:
+    """`validate_log` one event at a time, for a caller that walks the log for more than
+    validation: construct it (checks the header), then `check` each of `plain_events(events)`
+    in order."""
+
+    __slots__ = ("events", "surface")
+
+    def __init__(self, header: Any, events: Sequence[Any]) -> None:
+        validate_header(header)
+        self.events = events
+        self.surface = Surface()
+
+    def check(self, index: int, event: Any) -> None:
         check_event(event, index)
-        surface.check(event, checked)
-        surface.apply(event)
-        checked.append(event)
-    return surface
+        self.surface.check(event, self.events)
+        self.surface.apply(event)

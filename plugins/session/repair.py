@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .eventlog import plain_events
 from .events import Event, closer_event
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "TOOL_NOT_STARTED_TEXT",
     "TOOL_OUTCOME_UNKNOWN_ERROR",
     "TOOL_OUTCOME_UNKNOWN_TEXT",
+    "TurnFold",
     "interrupted_turn_closers",
 ]
 
@@ -90,26 +92,42 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
     """The events that close an interrupted last turn: `approval/decided {"outcome":
     "cancelled"}` per open question, one `tool/result` per pending tool call (calls an earlier
     blocked turn left waiting for approval included), then `step/end` if a step is open, then
-    `turn/end {"kind":"interrupted"}`. `[]` when no turn is open. Pure: reads `events`, returns
-    new events (seq after the last, time of the last)."""
-    open_turn: Any = None
-    open_step: Any = None
-    pending: dict[str, _Pending] = {}
-    approvals = _Approvals()
-    for event in events:
+    `turn/end {"kind":"interrupted"}`. `[]` when no turn is open. Pure: reads `events` (only
+    their `plain_events`: streamed chunks change nothing here), returns new events (seq after
+    the last, time of the last)."""
+    fold = TurnFold()
+    for _, event in plain_events(events):
+        fold.add(event)
+    return fold.closers(events[-1] if events else None)
+
+
+class TurnFold:
+    """`interrupted_turn_closers` one event at a time: `add` each (valid) event in order, then
+    `closers(last)` with the log's last event."""
+
+    __slots__ = ("approvals", "open_step", "open_turn", "pending")
+
+    def __init__(self) -> None:
+        self.open_turn: Any = None
+        self.open_step: Any = None
+        self.pending: dict[str, _Pending] = {}
+        self.approvals = _Approvals()
+
+    def add(self, event: Event) -> None:
+        pending = self.pending
         kind = event["type"]
         data = event["data"]
-        approvals.fold(event)
+        self.approvals.fold(event)
         if kind == "turn/start":
-            open_turn, open_step = data["turn"], None
+            self.open_turn, self.open_step = data["turn"], None
             pending.clear()
         elif kind == "turn/end":
-            open_turn = open_step = None
+            self.open_turn = self.open_step = None
             pending.clear()
         elif kind == "step/start":
-            open_step = data["step"]
+            self.open_step = data["step"]
         elif kind == "step/end":
-            open_step = None
+            self.open_step = None
             pending.clear()
         elif kind == "assistant/message":
             for block in data["message"]["content"]:
@@ -121,63 +139,75 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
                 call.call_seq = event["seq"]
         elif kind == "tool/result":
             pending.pop(data["message"]["source"]["callId"], None)
-    if open_turn is None:
-        return []
-    last = events[-1]
-    seq = last["seq"] + 1
-    time = last["time"]
-    closers: list[Event] = []
-    for question_id in approvals.undecided():
-        closers.append(
-            closer_event("approval/decided", seq, time, {"id": question_id, "outcome": "cancelled"})
-        )
-        seq += 1
-    carried = {
-        call_id: _Pending(data["step"], data["turn"], call_seq)
-        for call_id, (call_seq, data) in approvals.unanswered_calls().items()
-        if call_id not in pending
-    }
-    for call_id, call in [*carried.items(), *pending.items()]:
-        started = call.call_seq is not None and approvals.may_have_run(call_id)
-        message = {
-            "id": f"interrupted-tool-result-{call_id}-{seq}",
-            "role": "user",
-            "source": {"kind": "tool", "callId": call_id},
-            "content": [
-                {
-                    "type": "tool-result",
-                    "toolCallId": call_id,
-                    "isError": True,
-                    "content": [
-                        {
-                            "type": "text",
-                            "text": TOOL_OUTCOME_UNKNOWN_TEXT if started else TOOL_NOT_STARTED_TEXT,
-                        }
-                    ],
-                }
-            ],
+
+    def closers(self, last: Event | None) -> list[Event]:
+        """The closers after `last` (None: an empty log), `[]` when no turn is open."""
+        open_turn, open_step = self.open_turn, self.open_step
+        pending, approvals = self.pending, self.approvals
+        if open_turn is None or last is None:
+            return []
+        seq = last["seq"] + 1
+        time = last["time"]
+        closers: list[Event] = []
+        for question_id in approvals.undecided():
+            closers.append(
+                closer_event(
+                    "approval/decided", seq, time, {"id": question_id, "outcome": "cancelled"}
+                )
+            )
+            seq += 1
+        carried = {
+            call_id: _Pending(data["step"], data["turn"], call_seq)
+            for call_id, (call_seq, data) in approvals.unanswered_calls().items()
+            if call_id not in pending
         }
-        error = TOOL_OUTCOME_UNKNOWN_ERROR if started else TOOL_NOT_STARTED_ERROR
+        for call_id, call in [*carried.items(), *pending.items()]:
+            started = call.call_seq is not None and approvals.may_have_run(call_id)
+            message = {
+                "id": f"interrupted-tool-result-{call_id}-{seq}",
+                "role": "user",
+                "source": {"kind": "tool", "callId": call_id},
+                "content": [
+                    {
+                        "type": "tool-result",
+                        "toolCallId": call_id,
+                        "isError": True,
+                        "content": [
+                            {
+                                "type": "text",
+                                "text": TOOL_OUTCOME_UNKNOWN_TEXT
+                                if started
+                                else TOOL_NOT_STARTED_TEXT,
+                            }
+                        ],
+                    }
+                ],
+            }
+            error = TOOL_OUTCOME_UNKNOWN_ERROR if started else TOOL_NOT_STARTED_ERROR
+            closers.append(
+                closer_event(
+                    "tool/result",
+                    seq,
+                    time,
+                    {
+                        "turn": open_turn if call.turn is None else call.turn,
+                        "step": call.step,
+                        "message": message,
+                        "error": dict(error),
+                    },
+                    surface_op="append",
+                    source_event_seqs=[call.call_seq] if call.call_seq is not None else None,
+                )
+            )
+            seq += 1
+        if open_step is not None:
+            closers.append(
+                closer_event("step/end", seq, time, {"turn": open_turn, "step": open_step})
+            )
+            seq += 1
         closers.append(
             closer_event(
-                "tool/result",
-                seq,
-                time,
-                {
-                    "turn": open_turn if call.turn is None else call.turn,
-                    "step": call.step,
-                    "message": message,
-                    "error": dict(error),
-                },
-                surface_op="append",
-                source_event_seqs=[call.call_seq] if call.call_seq is not None else None,
+                "turn/end", seq, time, {"turn": open_turn, "reason": {"kind": "interrupted"}}
             )
         )
-        seq += 1
-    if open_step is not None:
-        closers.append(closer_event("step/end", seq, time, {"turn": open_turn, "step": open_step}))
-        seq += 1
-    closers.append(
-        closer_event("turn/end", seq, time, {"turn": open_turn, "reason": {"kind": "interrupted"}})
-    )
-    return closers
+        return closers

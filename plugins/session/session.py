@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework import FrameworkError
 
+from .eventlog import EventLog, plain_events
 from .events import Event, Surface, check_event, live_event, validate_header
 from .jsonutil import snapshot
 from .messages import message_of
@@ -34,9 +35,9 @@ def now_ms() -> int:
 
 
 class Session:
-    """A session: `id`, `header`, `events` (plain dicts in on-disk key order; never mutate them),
-    the next `seq`, and `first_live_seq` (the first seq after the seed and its
-    `session/end-seed`).
+    """A session: `id`, `header`, `events` (a read-only `EventLog` of dicts in on-disk key
+    order; a loaded log's stored part decodes on read, docs/event-log.md), the next `seq`, and
+    `first_live_seq` (the first seq after the seed and its `session/end-seed`).
 
     `append` is synchronous and does no I/O. Once the session store has published the session,
     every append is handed to the `session/event` listeners (the persistence seam among them),
@@ -59,42 +60,52 @@ class Session:
         seed: Iterable[Any] | None = None,
         *,
         clock: Clock = now_ms,
-        copy: bool = True,
     ) -> None:
         """Validate `header` and the `seed` events (contiguous from seq 0, checked like appends,
-        deep-copied unless `copy=False`). A seed (even an empty one) that does not end with
-        `session/end-seed` gets one appended; `seed=None` starts an empty, unseeded session."""
+        deep-copied). A seed (even an empty one) that does not end with `session/end-seed` gets
+        one appended; `seed=None` starts an empty, unseeded session."""
         self.header: dict[str, Any] = dict(header)
         validate_header(self.header)
-        self.events: list[Event] = []
+        self.events = EventLog()
         self.surface = Surface()
         self._clock = clock
         self._publisher: Publisher | None = None
         self._publishing = False
+        self.first_live_seq = 0
         if seed is not None:
             for raw in seed:
-                event = raw
-                if copy:
-                    try:
-                        event = snapshot(raw)
-                    except TypeError as error:
-                        kind = raw.get("type") if isinstance(raw, dict) else None
-                        raise TypeError(
-                            f'session event "{kind}" carries non-JSON-serializable data'
-                        ) from error
-                self._check(event)
-                self.events.append(event)
+                try:
+                    event = snapshot(raw)
+                except TypeError as error:
+                    kind = raw.get("type") if isinstance(raw, dict) else None
+                    raise TypeError(
+                        f'session event "{kind}" carries non-JSON-serializable data'
+                    ) from error
+                self._check(event, len(self.events))
+                self.events._push(event)
                 self.surface.apply(event)
-            if not self.events or self.events[-1]["type"] != "session/end-seed":
-                event = live_event("session/end-seed", len(self.events), self._clock(), {})
-                self.events.append(event)
+            self._end_seed()
+
+    def _end_seed(self) -> None:
+        """Close the seed with a `session/end-seed` unless it ends with one."""
+        if not self.events or self.events[-1]["type"] != "session/end-seed":
+            self.events._push(live_event("session/end-seed", len(self.events), self._clock(), {}))
         self.first_live_seq = len(self.events)
 
     @classmethod
-    def from_stored(cls, header: Mapping[str, Any], events: list[Event]) -> Session:
-        """An unpublished session over a stored (balanced) log; events are validated, not
-        copied, and a `session/end-seed` is appended unless the log already ends with one."""
-        return cls(header, events, copy=False)
+    def from_stored(cls, header: Mapping[str, Any], events: Sequence[Event]) -> Session:
+        """An unpublished session over a stored (balanced) log: events are validated like a
+        seed but neither copied nor decoded into a list (a compact log stays compact), and a
+        `session/end-seed` is appended unless the log already ends with one."""
+        session = cls(header)
+        log = session.events = EventLog(events)
+        surface = session.surface
+        for seq, event in plain_events(log):
+            check_event(event, seq)
+            surface.check(event, log)
+            surface.apply(event)
+        session._end_seed()
+        return session
 
     @property
     def id(self) -> str:
@@ -118,8 +129,8 @@ class Session:
         """The model-visible transcript, from the tracked surface (same as `derive_messages`)."""
         return [message_of(self.events[seq]) for seq in self.surface.nodes]
 
-    def _check(self, event: Event) -> None:
-        check_event(event, len(self.events))
+    def _check(self, event: Event, seq: int) -> None:
+        check_event(event, seq)
         self.surface.check(event, self.events)
 
     def append(
@@ -145,17 +156,18 @@ class Session:
             raise RuntimeError(
                 "session append cannot reenter while another append is being published"
             )
+        seq = len(self.events)
         event = live_event(
             type,
-            len(self.events),
+            seq,
             self._clock(),
             data,
             ignorable=ignorable,
             source_event_seqs=source_event_seqs,
             surface_op=surface_op,
         )
-        self._check(event)
-        self.events.append(event)
+        self._check(event, seq)
+        self.events._push(event)
         self.surface.apply(event)
         publisher = self._publisher
         if publisher is not None:

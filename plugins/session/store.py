@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import itertools
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -40,9 +40,9 @@ class SessionForkError(RuntimeError):
 def fork_seed(
     source_id: str,
     header: Mapping[str, Any],
-    events: builtins.list[Event],
+    events: Sequence[Event],
     boundary: int | None = None,
-) -> tuple[builtins.list[Event], dict[str, Any]]:
+) -> tuple[Sequence[Event], dict[str, Any]]:
     """The seed and meta of a fork of `source_id` (its `header` and `events`) at `boundary`
     (inclusive, default the last seq): raises `SessionForkError` (`INVALID_BOUNDARY`,
     `OPEN_TURN`) for a boundary that is not a seq or ends inside an open turn."""
@@ -129,7 +129,7 @@ class SessionStore(Service):
         self,
         id: str | None = None,
         *,
-        seed: builtins.list[Any] | None = None,
+        seed: Sequence[Any] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> Session:
         """Prepare, enter and announce a new session, owned by the calling fiber."""
@@ -142,7 +142,7 @@ class SessionStore(Service):
         self,
         id: str | None = None,
         *,
-        seed: builtins.list[Any] | None = None,
+        seed: Sequence[Any] | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> Session:
         """A new, unpublished session: `id` (default: a free `session-<n>`), header from `meta`

@@ -46,15 +46,16 @@ class StoredLog:
     """A stored session as read from storage.
 
     `meta` is the header without its storage tag (`version, id, createdAt, cwd?, ...`, with
-    `delegationDepth` defaulted to 0). `events` are the committed, decoded events (packed rows
-    expanded), including any best-effort `recovered` events of a torn tail. `torn_marker` is
+    `delegationDepth` defaulted to 0). `events` are the committed events (packed rows
+    expanded; a backend may keep them compact and decode on read, docs/event-log.md), including
+    any best-effort `recovered` events of a torn tail. `torn_marker` is
     opaque to the coordinator: non-None means the tail is torn and `commit_repair` must be called
     with it before the log is writable; `torn_bytes` is how many bytes that repair will cut (and
     keep beside the log). `set_aside` lists what earlier repairs kept.
     """
 
     meta: JsonObject
-    events: list[JsonObject]
+    events: Sequence[JsonObject]
     revision: str
     torn_marker: object | None = None
     torn_bytes: int = 0

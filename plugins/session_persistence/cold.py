@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from plugins.session.events import validate_log
+from plugins.session.eventlog import EventLog, plain_events
+from plugins.session.events import LogValidator
 from plugins.session.jsonutil import MAX_SAFE_INTEGER, snapshot
-from plugins.session.repair import interrupted_turn_closers
+from plugins.session.repair import TurnFold
 
 from .backend import JsonObject, PersistenceBackend, SetAside, Snapshot, StoredLog
 from .config import Config
@@ -24,7 +25,7 @@ from .errors import (
     SessionPersistenceCorruptionError,
     SessionPersistenceError,
 )
-from .formats import check_readable, js_text, refuse_retired
+from .formats import check_readable, js_text, refuse_retired, refuse_unknown
 from .legacy import upgrade_stored
 from .locks import WriterLocks
 from .session_api import SessionFactory
@@ -33,10 +34,11 @@ from .state import Entry, SessionLog, SessionPreparation, SessionTable
 
 @dataclass(eq=False, slots=True)
 class Prepared:
-    """A cold-prepared stored log: `events` are the stored ones plus `closers`."""
+    """A cold-prepared stored log: `events` are the stored ones plus `closers` (read-only: the
+    log, a session and the cache share them)."""
 
     meta: JsonObject
-    events: list[JsonObject]
+    events: Sequence[JsonObject]
     closers: list[JsonObject]
     revision: str
     torn_marker: object | None
@@ -44,7 +46,7 @@ class Prepared:
     set_aside: tuple[SetAside, ...] = ()
 
     def log(self) -> SessionLog:
-        return SessionLog(self.meta, list(self.events), self.torn_bytes, self.set_aside)
+        return SessionLog(self.meta, self.events, self.torn_bytes, self.set_aside)
 
 
 def is_safe_count(value: object) -> bool:
@@ -84,14 +86,34 @@ class ColdStore:
 
     # -- reading and checking -------------------------------------------------------------------
 
-    def validate(self, session_id: str, stored: StoredLog) -> None:
-        check_readable(session_id, stored, self.backend.locate(stored.meta))
+    def validate(self, session_id: str, stored: StoredLog) -> list[JsonObject]:
+        """Check a stored log and return the closers that balance it, in one walk over its
+        plain events (each is decoded once): the format refusals first (anywhere in the log),
+        then validation (docs/event-log.md)."""
+        location = self.backend.locate(stored.meta)
+        check_readable(session_id, stored.meta, location)
+        events = stored.events
+        failure: Exception | None = None
         try:
-            validate_log(stored.meta, stored.events)
+            validator = LogValidator(stored.meta, events)
         except Exception as error:
+            failure = error
+        turn = TurnFold()
+        for index, event in plain_events(events):
+            refuse_unknown(session_id, event, location)
+            if failure is not None:
+                continue
+            try:
+                validator.check(index, event)
+            except Exception as error:
+                failure = error
+                continue
+            turn.add(event)
+        if failure is not None:
             raise SessionPersistenceCorruptionError(
-                f'stored session "{session_id}" failed validation: {error}'
-            ) from error
+                f'stored session "{session_id}" failed validation: {failure}'
+            ) from failure
+        return turn.closers(events[-1] if events else None)
 
     async def read_stored(self, session_id: str) -> StoredLog | None:
         """What every read of a stored log goes through: its legacy shapes upgraded in memory
@@ -108,12 +130,10 @@ class ColdStore:
     async def _cold_prepare(self, session_id: str) -> Prepared:
         """Read, validate and balance a stored log (rule 4)."""
         stored = await self.load_stored(session_id)
-        self.validate(session_id, stored)
-        closers = interrupted_turn_closers(stored.events)
-        events = [*stored.events, *closers]
+        closers = self.validate(session_id, stored)
         return Prepared(
             stored.meta,
-            events,
+            EventLog(stored.events, closers),
             closers,
             stored.revision,
             stored.torn_marker,
@@ -266,7 +286,7 @@ class ColdStore:
                 )
             entry, prepared = await self.commit(session_id)
             try:
-                session = self._new_session(prepared.meta, list(prepared.events))
+                session = self._new_session(prepared.meta, prepared.events)
             except Exception as error:
                 raise SessionPersistenceCorruptionError(
                     f'stored session "{session_id}" failed validation: {error}'
@@ -301,7 +321,7 @@ class ColdStore:
         if not deleted:
             raise SessionNotFoundError(session_id)
 
-    async def read_from(self, session_id: str, from_seq: object) -> list[JsonObject]:
+    async def read_from(self, session_id: str, from_seq: object) -> Sequence[JsonObject]:
         """The stored events from `from_seq` on: no closers, no torn bytes, `[]` past the end."""
         if not is_safe_count(from_seq):
             raise TypeError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from plugins.session.eventlog import EventLog
 from plugins.session.repair import interrupted_turn_closers
 
 from .backend import JsonObject, Owner, PersistenceBackend, SetAside, Snapshot
@@ -60,7 +61,7 @@ class Coordinator:
     async def prepare(self, session_id: str) -> SessionPreparation:
         return await self.cold.prepare(session_id)
 
-    async def read_from(self, session_id: str, from_seq: object) -> list[JsonObject]:
+    async def read_from(self, session_id: str, from_seq: object) -> Sequence[JsonObject]:
         return await self.cold.read_from(session_id, from_seq)
 
     async def delete(self, session_id: str) -> None:
@@ -94,7 +95,7 @@ class Coordinator:
         entry = binding.entry
         if entry is None or not entry.materialized:
             raise SessionNotFoundError(session_id)
-        events = list(binding.session.events)
+        events = EventLog(binding.session.events)
         if interrupted_turn_closers(events):
             raise SessionPersistenceError(
                 f'cannot load session "{session_id}" while its live turn is open; use the '
@@ -109,7 +110,7 @@ class Coordinator:
             binding = self.table.live(session_id)
             if binding is not None:
                 live = binding.session
-                return SessionLog(dict(live.header), list(live.events))
+                return SessionLog(dict(live.header), EventLog(live.events))
             prepared = await self.cold.prepared(session_id)
             self.cold.remember(session_id, prepared)
             return prepared.log()

@@ -12,7 +12,7 @@ from typing import Any
 from plugins.session.events import KNOWN_EVENT_TYPES
 from plugins.session.jsonutil import dumps
 
-from .backend import Location, StoredLog
+from .backend import Location
 from .errors import (
     SessionFormatUnsupportedError,
     SessionPersistenceCorruptionError,
@@ -52,10 +52,9 @@ def refuse_retired(event: JsonObject) -> None:
             )
 
 
-def check_readable(session_id: str, stored: StoredLog, location: Location | None) -> None:
-    """Identity, version and event-type refusals of a stored log (before any shape check)."""
-    located = "" if location is None else f" (raw log: {location.path})"
-    meta = stored.meta
+def check_readable(session_id: str, meta: JsonObject, location: Location | None) -> None:
+    """Identity and version refusals of a stored log's header (before any shape check)."""
+    located = _located(location)
     if meta.get("id") != session_id:
         raise SessionPersistenceCorruptionError(
             f'stored session identity mismatch: requested "{session_id}", '
@@ -72,12 +71,20 @@ def check_readable(session_id: str, stored: StoredLog, location: Location | None
             f'session "{session_id}" uses log format v{version}, older than the supported '
             "v0, and this build ships no upgrade path for it" + located
         )
-    for event in stored.events:
-        kind = event.get("type")
-        if kind not in KNOWN_EVENT_TYPES and event.get("ignorable") is not True:
-            raise SessionFormatUnsupportedError(
-                f'session "{session_id}" contains event type "{js_text(kind)}" '
-                f"(seq {js_text(event.get('seq'))}) unknown to this harness and not marked "
-                "ignorable; refusing to interpret the log — it was likely written by a "
-                "newer harness" + located
-            )
+
+
+def refuse_unknown(session_id: str, event: JsonObject, location: Location | None) -> None:
+    """The event-type refusal: a type this build does not know, not marked ignorable (checked
+    on every plain event before any shape check; packed chunk rows hold known types only)."""
+    kind = event.get("type")
+    if kind not in KNOWN_EVENT_TYPES and event.get("ignorable") is not True:
+        raise SessionFormatUnsupportedError(
+            f'session "{session_id}" contains event type "{js_text(kind)}" '
+            f"(seq {js_text(event.get('seq'))}) unknown to this harness and not marked "
+            "ignorable; refusing to interpret the log — it was likely written by a "
+            "newer harness" + _located(location)
+        )
+
+
+def _located(location: Location | None) -> str:
+    return "" if location is None else f" (raw log: {location.path})"

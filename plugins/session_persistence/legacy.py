@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Final
 
+from plugins.session.eventlog import plain_events
 from plugins.session.jsonutil import MAX_SAFE_INTEGER
 
 from .backend import JsonObject, StoredLog
@@ -47,7 +48,7 @@ def upgrade_stored(session_id: str, stored: StoredLog | None) -> StoredLog | Non
     return stored if events is stored.events else dataclasses.replace(stored, events=events)
 
 
-def upgrade_events(session_id: str, events: list[JsonObject]) -> list[JsonObject]:
+def upgrade_events(session_id: str, events: Sequence[JsonObject]) -> Sequence[JsonObject]:
     """The upgraded form of a stored log's events (`events` itself when nothing changes).
 
     Raises `SessionPersistenceCorruptionError` (`stored session "<id>" failed validation:
@@ -57,7 +58,7 @@ def upgrade_events(session_id: str, events: list[JsonObject]) -> list[JsonObject
     refused: dict[str, object] = {}
     malformed: JsonObject | None = None
     upgraded: list[JsonObject] | None = None
-    for index, event in enumerate(events):
+    for index, event in plain_events(events):  # packed chunk rows are never watched
         kind = event.get("type")
         if kind not in _WATCHED:
             continue

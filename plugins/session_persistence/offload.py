@@ -22,6 +22,7 @@ otherwise it is queued as usual. Either way its duration is reported to the gate
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -30,7 +31,6 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.to_thread
-import sniffio
 
 from .inline import InlineGate
 
@@ -44,13 +44,12 @@ GROUP_MAX = 512
 
 def _waker() -> Callable[[Callable[[], object]], object]:
     """A thread-safe "run this soon on the current loop" for the running async library."""
-    if sniffio.current_async_library() == "trio":
+    try:
+        return asyncio.get_running_loop().call_soon_threadsafe
+    except RuntimeError:  # no asyncio loop: anyio runs on trio
         import trio
 
         return trio.lowlevel.current_trio_token().run_sync_soon
-    import asyncio
-
-    return asyncio.get_running_loop().call_soon_threadsafe
 
 
 class Call(Generic[T]):

@@ -23,8 +23,10 @@ __all__ = [
     "CHUNK_TAGS",
     "MIN_RUN",
     "MalformedStorageRowError",
+    "check_row",
     "decode_record",
     "encode_records",
+    "row_members",
 ]
 
 JsonObject = dict[str, Any]
@@ -177,10 +179,18 @@ def decode_record(record: JsonObject) -> list[JsonObject]:
 
     Raises `MalformedStorageRowError` for an invalid packed row.
     """
-    tag = record.get("type")
-    if tag not in CHUNK_TAGS:
+    if record.get("type") not in CHUNK_TAGS:
         return [record]
-    assert isinstance(tag, str)
+    check_row(record)
+    return row_members(record)
+
+
+def check_row(record: JsonObject) -> int:
+    """Check a packed row (a record whose type is in `CHUNK_TAGS`); return its member count.
+
+    Raises `MalformedStorageRowError` for an invalid row.
+    """
+    tag = record["type"]
     if record.keys() != _ROW_KEYS:
         raise MalformedStorageRowError(tag, "row keys must be exactly type, seq0, time0, data")
     seq0, time0, data = record["seq0"], record["time0"], record["data"]
@@ -209,31 +219,44 @@ def decode_record(record: JsonObject) -> list[JsonObject]:
         raise MalformedStorageRowError(tag, "member seq exceeds the safe integer range")
     if any(type(gap) is not int for gap in dt):
         raise MalformedStorageRowError(tag, "dt entries must be integers")
-    times = list(accumulate(dt, initial=time0))
     if dt and (min(dt) < -_MAX_SAFE or max(dt) > _MAX_SAFE):
         raise MalformedStorageRowError(tag, "dt entries must be safe integers")
+    times = list(accumulate(dt, initial=time0))
     if min(times) < -_MAX_SAFE or max(times) > _MAX_SAFE:
         raise MalformedStorageRowError(tag, "member time exceeds the safe integer range")
-    delta = _DELTA_OF_TAG[tag]
-    head: JsonObject = {"type": delta, "index": index}
     if tool:
-        call_id = data["id"]
-        if type(call_id) is not str:
+        if type(data["id"]) is not str:
             raise MalformedStorageRowError(tag, "id must be a string")
-        head["id"] = call_id
+        if "name" in data and type(data["name"]) is not str:
+            raise MalformedStorageRowError(tag, "name must be a string")
+    return len(texts)
+
+
+def row_members(record: JsonObject, first: int = 0, stop: int | None = None) -> list[JsonObject]:
+    """Members `first..stop` (default: all) of a row `check_row` accepted, as new objects."""
+    tag, seq0, data = record["type"], record["seq0"], record["data"]
+    tool = tag == "tool-call-chunks"
+    texts: list[str] = data["args" if tool else "texts"]
+    stop = len(texts) if stop is None else stop
+    head: JsonObject = {"type": _DELTA_OF_TAG[tag], "index": data["index"]}
+    if tool:
+        head["id"] = data["id"]
         if "name" in data:
-            name = data["name"]
-            if type(name) is not str:
-                raise MalformedStorageRowError(tag, "name must be a string")
-            head["name"] = name
+            head["name"] = data["name"]
     text_key = "argumentsDelta" if tool else "text"
-    members = zip(range(seq0, seq0 + len(texts)), times, texts, strict=True)
-    return [
-        {
-            "type": "assistant/chunk",
-            "seq": seq,
-            "time": time,
-            "data": {"turn": turn, "step": step, "chunk": {**head, text_key: text}},
-        }
-        for seq, time, text in members
-    ]
+    turn, step = data["turn"], data["step"]
+    time = record["time0"] + sum(data["dt"][:first])
+    members: list[JsonObject] = []
+    for k in range(first, stop):
+        if k > first:
+            time += data["dt"][k - 1]
+        chunk = {**head, text_key: texts[k]}
+        members.append(
+            {
+                "type": "assistant/chunk",
+                "seq": seq0 + k,
+                "time": time,
+                "data": {"turn": turn, "step": step, "chunk": chunk},
+            }
+        )
+    return members

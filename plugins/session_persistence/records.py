@@ -1,8 +1,9 @@
 """What a stored record sequence means: its committed prefix, a torn tail, or corruption.
 
 The one rule every backend reads its log with (docs/persistence.md). Records are fed in storage
-order, each as the events it decodes to (`add`) or as a record that does not decode (`bad`);
-the events must number 0, 1, 2, ... without a gap.
+order, each as the events it decodes to (`add`), as a checked packed row (`add_row`: its
+members are chunk deltas, so only where they start is checked) or as a record that does not
+decode (`bad`); the events must number 0, 1, 2, ... without a gap.
 
 - Appended storage (`can_tear=True`, the JSONL files): a crash can leave the last write cut
   short or garbled, even as a newline-ended line of garbage. The first bad record ends the
@@ -37,11 +38,16 @@ def ends_turn(events: Sequence[JsonObject]) -> bool:
 class RecordSequence:
     """Feeds records in order; keeps the committed events and decides torn or corrupt."""
 
-    __slots__ = ("_gap", "_issue", "can_tear", "events")
+    __slots__ = ("_gap", "_issue", "_keep", "can_tear", "count", "events")
 
-    def __init__(self, *, can_tear: bool, gap: GapText) -> None:
+    def __init__(self, *, can_tear: bool, gap: GapText, keep: bool = True) -> None:
+        """`keep=False`: only count the committed events (the caller keeps what `add` and
+        `add_row` accept in its own form); `events` stays empty."""
         self.can_tear = can_tear
         self.events: list[JsonObject] = []
+        #: How many events the committed prefix holds.
+        self.count = 0
+        self._keep = keep
         self._gap = gap
         self._issue: SessionPersistenceCorruptionError | None = None
 
@@ -57,15 +63,27 @@ class RecordSequence:
             if ends_turn(decoded):
                 raise self._issue
             return False
-        events = self.events
         for offset, event in enumerate(decoded):
             seq = event.get("seq")
-            expected = len(events) + offset
+            expected = self.count + offset
             if type(seq) is not int or seq != expected:
                 got = dumps(seq) if "seq" in event else "undefined"
                 self._break(self._gap(expected, got), decoded)
                 return False
-        events.extend(decoded)
+        self.count += len(decoded)
+        if self._keep:
+            self.events.extend(decoded)
+        return True
+
+    def add_row(self, seq0: int, count: int) -> bool:
+        """One packed row that passed `check_row`: `count` members from seq `seq0` (never a
+        `turn/end`). Same answer and the same corruption as `add` of its members."""
+        if self._issue is not None:
+            return False
+        if seq0 != self.count:
+            self._break(self._gap(self.count, dumps(seq0)), ())
+            return False
+        self.count += count
         return True
 
     def bad(self, message: str) -> None:
@@ -76,7 +94,7 @@ class RecordSequence:
     def finish(self, next_seq: int | None, text: Callable[[int], str]) -> None:
         """Transactional storage: the row count recorded beside the rows (`next_seq`) must be
         where the rows end; `text(next_seq)` names the disagreement."""
-        if next_seq is not None and self._issue is None and next_seq != len(self.events):
+        if next_seq is not None and self._issue is None and next_seq != self.count:
             raise SessionPersistenceCorruptionError(text(next_seq))
 
     def _break(self, message: str, decoded: Sequence[JsonObject]) -> None:

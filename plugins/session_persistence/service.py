@@ -31,7 +31,7 @@ from .state import SessionLog, SessionPreparation
 from .timers import Clock, SystemClock
 
 
-def _new_session(meta: JsonObject, events: list[JsonObject]) -> Any:
+def _new_session(meta: JsonObject, events: Sequence[JsonObject]) -> Any:
     """An unpublished `plugins.session.Session` seeded with a stored log."""
     from plugins.session import Session
 
@@ -118,8 +118,8 @@ class SessionPersistenceService(Service):
         """The balanced log, repaired in memory only."""
         return await self._coordinator.inspect(session_id)
 
-    async def read_from(self, session_id: str, from_seq: int) -> list[JsonObject]:
-        """The stored events from `from_seq` on (`[]` past the end)."""
+    async def read_from(self, session_id: str, from_seq: int) -> Sequence[JsonObject]:
+        """The stored events from `from_seq` on (empty past the end; read-only)."""
         return await self._coordinator.read_from(session_id, from_seq)
 
     async def delete(self, session_id: str) -> None:

@@ -23,4 +23,4 @@ class LiveSession(Protocol):
 
 #: Builds an unpublished Session from a stored header and balanced events (it validates them and
 #: appends `session/end-seed`).
-SessionFactory = Callable[[JsonObject, list[JsonObject]], Any]
+SessionFactory = Callable[[JsonObject, Sequence[JsonObject]], Any]

@@ -7,7 +7,7 @@ durable cursor, materialized or not); `Binding` is one live Session wired to the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -22,14 +22,15 @@ from .writer import WriteController
 
 @dataclass(frozen=True, slots=True)
 class SessionLog:
-    """A session as read: its header and its events (balanced unless said otherwise).
+    """A session as read: its header and its events (balanced unless said otherwise; a
+    read-only sequence, compact for a stored log: docs/event-log.md).
 
     `torn_bytes`: bytes of a torn tail a repair will cut (inspect only; 0 after a repair).
     `set_aside`: what repairs cut from the log and kept beside it.
     """
 
     header: JsonObject
-    events: list[JsonObject]
+    events: Sequence[JsonObject]
     torn_bytes: int = 0
     set_aside: tuple[SetAside, ...] = ()
 

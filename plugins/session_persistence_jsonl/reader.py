@@ -19,8 +19,9 @@ from typing import Any, Final, TypeGuard
 import zstandard
 
 from plugins.session.jsonutil import MAX_SAFE_INTEGER, loads
+from plugins.session_persistence.compact import PackedBuilder, PackedEvents
 from plugins.session_persistence.errors import SessionPersistenceCorruptionError
-from plugins.session_persistence.packing import decode_record
+from plugins.session_persistence.packing import CHUNK_TAGS, check_row
 from plugins.session_persistence.records import RecordSequence
 
 from . import frames
@@ -52,10 +53,11 @@ class TornMarker:
 
 @dataclass(frozen=True, slots=True)
 class LogScan:
-    """A decoded log: the header record, the committed events and the torn tail (if any)."""
+    """A decoded log: the header record, the committed events (kept as read, docs/event-log.md)
+    and the torn tail (if any)."""
 
     header: JsonObject
-    events: list[JsonObject]
+    events: PackedEvents
     marker: TornMarker | None
 
 
@@ -176,17 +178,20 @@ def _zstd_header(view: memoryview) -> tuple[JsonObject, frames.Frame]:
 
 
 class _Lines:
-    """Feeds complete lines in order to the seam's record rule (appended storage can tear)."""
+    """Feeds complete lines in order to the seam's record rule (appended storage can tear) and
+    keeps each committed one as its bytes."""
 
-    __slots__ = ("line", "records")
+    __slots__ = ("built", "line", "records")
 
     def __init__(self) -> None:
         self.line = 0
-        self.records = RecordSequence(can_tear=True, gap=self._gap)
+        self.records = RecordSequence(can_tear=True, gap=self._gap, keep=False)
+        self.built = PackedBuilder()
 
     @property
-    def events(self) -> list[JsonObject]:
-        return self.records.events
+    def count(self) -> int:
+        """Committed events so far."""
+        return self.records.count
 
     def _gap(self, expected: int, got: str) -> str:
         return (
@@ -194,18 +199,23 @@ class _Lines:
             f"(expected {expected}, got {got})"
         )
 
-    def feed(self, text: bytes | memoryview) -> bool:
-        """Consume one line; True iff it joined the committed prefix."""
+    def feed(self, text: bytes | memoryview, start: int) -> bool:
+        """Consume one line, bytes `start..` of the current buffer; True iff it joined the
+        committed prefix."""
         self.line += 1
         try:
             record = loads(str(text, "utf-8"))
             if type(record) is not dict or type(record.get("type")) is not str:
                 raise ValueError("not a storage record")
-            decoded = decode_record(record)
+            row = record["type"] in CHUNK_TAGS
+            count = check_row(record) if row else 1
         except ValueError:
             self.records.bad(f"corrupt session log: unparsable committed event at line {self.line}")
             return False
-        return self.records.add(decoded)
+        joined = self.records.add_row(record["seq0"], count) if row else self.records.add((record,))
+        if joined:
+            self.built.add(start, start + len(text), count, row=row)
+        return joined
 
 
 def scan_raw(data: bytes) -> LogScan:
@@ -218,8 +228,9 @@ def _scan_raw(data: bytes) -> LogScan:
     header = read_header(data, zstd=False)
     end = data.index(b"\n")
     if header["version"] != 0:
-        return LogScan(header, [], None)
+        return LogScan(header, PackedBuilder().build(), None)
     lines = _Lines()
+    lines.built.buffer(data)
     committed = position = end + 1
     # Split window by window, never copying the whole rest at once (P12: a huge torn tail);
     # a line longer than a window is fed as a view of `data`.
@@ -230,16 +241,17 @@ def _scan_raw(data: bytes) -> LogScan:
             stop = data.find(b"\n", position + _WINDOW)
             if stop < 0:
                 break
-            if lines.feed(view[position:stop]):
+            if lines.feed(view[position:stop], position):
                 committed = stop + 1
             position = stop + 1
             continue
         for text in data[position:stop].split(b"\n"):
+            joined = lines.feed(text, position)
             position += len(text) + 1
-            if lines.feed(text):
+            if joined:
                 committed = position
     marker = None if committed == len(data) else TornMarker(committed, [], len(data))
-    return LogScan(header, lines.events, marker)
+    return LogScan(header, lines.built.build(), marker)
 
 
 def scan_zstd(data: bytes) -> LogScan:
@@ -252,7 +264,7 @@ def _scan_zstd(data: bytes) -> LogScan:
     view = memoryview(data)
     header, _ = _zstd_header(view)
     if header["version"] != 0:
-        return LogScan(header, [], None)
+        return LogScan(header, PackedBuilder().build(), None)
     try:
         found = frames.scan(view)
     except frames.FrameError as error:
@@ -268,7 +280,7 @@ def _scan_zstd(data: bytes) -> LogScan:
                 # (docs/storage-safety.md): torn, and nothing of it is recovered.
                 if not _last_complete(found, number):
                     raise _undecodable(frame) from None
-                cut = (frame.start, len(lines.events)) if cut is None else cut
+                cut = (frame.start, lines.count) if cut is None else cut
                 break
             if text and not text.endswith(b"\n"):
                 raise _corrupt(
@@ -277,17 +289,20 @@ def _scan_zstd(data: bytes) -> LogScan:
         else:
             _refuse_swallowed_frames(view, frame, number)
             text = frames.decompress_torn(view[frame.start : frame.end])
-        before = len(lines.events)
-        parts = text.split(b"\n")
-        for part in parts[:-1]:
-            if not lines.feed(part) and cut is None:
+        before = lines.count
+        lines.built.buffer(text)
+        offset = 0
+        for part in text.split(b"\n")[:-1]:
+            if not lines.feed(part, offset) and cut is None:
                 cut = (frame.start, before)
+            offset += len(part) + 1
         if not frame.complete and cut is None:
             cut = (frame.start, before)
+    events = lines.built.build()
     if cut is None:
-        return LogScan(header, lines.events, None)
+        return LogScan(header, events, None)
     start, before = cut
-    return LogScan(header, lines.events, TornMarker(start, lines.events[before:], len(data)))
+    return LogScan(header, events, TornMarker(start, list(events[before:]), len(data)))
 
 
 def _last_complete(found: list[frames.Frame], number: int) -> bool:

@@ -180,15 +180,30 @@ async def test_a_running_agent_is_refused() -> None:
         assert str(caught.value).startswith('agent "busy" is running: run() and stream() start')
 
 
-async def test_an_agent_with_queued_prompts_is_refused() -> None:
-    async with stack([{"text": "x"}]) as ctx:
+async def test_prompts_queued_before_run_first_and_the_result_is_this_prompts_turn() -> None:
+    async with stack([{"text": "to the left over"}, {"text": "to the new one"}]) as ctx:
         handle = await ctx.agents.create("queued")
-        # a prompt queued without a wake, as a resumed log can leave one
-        handle.agent.inbox.insert("next-turn", "left over")
-        with pytest.raises(AgentError) as caught:
-            await ctx.agents.run("new", session="queued")
-    assert caught.value.code == "AGENT_BUSY"
-    assert "is holding queued prompts" in str(caught.value)
+        handle.agent.inbox.insert("next-turn", "left over")  # queued, not yet woken
+        starts = []
+        async with aclosing(ctx.agents.stream("new", session="queued")) as items:
+            async for item in items:
+                if isinstance(item, TurnStart):
+                    starts.append(item.turn)
+                last = item
+        assert isinstance(last, TurnEnd)
+        result = last.result
+        prompts = [
+            e["data"]["content"][0]["text"]
+            for e in handle.agent.session.events
+            if e["type"] == "user/message"
+        ]
+    assert (starts, result.turn, result.text, result.completed) == (
+        [2],
+        2,
+        "to the new one",
+        True,
+    )
+    assert prompts == ["left over", "new"]
 
 
 async def test_opening_options_apply_once() -> None:

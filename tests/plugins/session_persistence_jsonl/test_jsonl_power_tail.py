@@ -29,7 +29,7 @@ async def repaired(tmp_path: Path, mode: str) -> list[dict[str, object]]:
     again = await backend(tmp_path, mode).load_stored("s1")
     assert again is not None
     assert again.torn_marker is None
-    assert again.events == stored.events + closers
+    assert again.events == [*stored.events, *closers]
     return stored.events
 
 

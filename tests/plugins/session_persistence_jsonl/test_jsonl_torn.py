@@ -107,13 +107,13 @@ async def test_cut_logs_repair_to_prefix_plus_closers_and_go_on(tmp_path: Path, 
         repaired = await b.load_stored("s1")
         assert repaired is not None
         assert repaired.torn_marker is None
-        assert repaired.events == stored.events + closers
+        assert repaired.events == [*stored.events, *closers]
         assert interrupted_turn_closers(repaired.events) == []
         nxt = len(repaired.events)
         await b.append_batch(meta(), turn(nxt, turn_no=3), is_materialized=True)
         final = await backend(tmp_path / f"c{cut}", mode).load_stored("s1")
         assert final is not None
-        assert final.events == repaired.events + turn(nxt, turn_no=3)
+        assert final.events == [*repaired.events, *turn(nxt, turn_no=3)]
         assert final.torn_marker is None
 
 
