@@ -9,7 +9,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
@@ -52,6 +52,7 @@ __all__ = [
     "plugin_entry_points",
     "provided_services",
     "resolve_plugin",
+    "rows_serving",
 ]
 
 log = logging.getLogger(__name__)
@@ -388,20 +389,67 @@ def missing_services(found: ManifestCheck) -> list[ManifestProblem]:
     return problems
 
 
+def rows_serving(
+    manifest: Manifest, plugins: Mapping[str, object], services: Collection[str]
+) -> set[str] | None:
+    """The ids of the enabled rows a boot needs to provide `services`: every row providing one
+    of them, the rows providing what those need (transitively) and the groups holding them.
+
+    None when that cannot be told without applying plugins: a service in the closure that no
+    row visibly provides (see :func:`provided_services`) may come from a row's ``ctx.provide``.
+    """
+    rows: dict[str, tuple[Entry, object]] = {}
+    parents: dict[str, Entry] = {}
+    providers: dict[str, list[str]] = {}
+    for entry in manifest.walk(enabled_only=True):
+        for child in entry.children:
+            parents[child.id] = entry
+        if entry.group or entry.id not in plugins:
+            continue
+        rows[entry.id] = (entry, plugins[entry.id])
+        for service in provided_services(plugins[entry.id]):
+            providers.setdefault(service, []).append(entry.id)
+    chosen: set[str] = set()
+    wanted, seen = list(services), set()
+    while wanted:
+        service = wanted.pop()
+        if service in seen:
+            continue
+        seen.add(service)
+        if service not in providers:
+            return None
+        for row_id in providers[service]:
+            if row_id not in chosen:
+                chosen.add(row_id)
+                wanted.extend(_needs(*rows[row_id]))
+    for row_id in list(chosen):
+        parent = parents.get(row_id)
+        while parent is not None and parent.id not in chosen:
+            chosen.add(parent.id)
+            parent = parents.get(parent.id)
+    return chosen
+
+
 class _Mounter:
-    """Mounts rows into contexts and keeps the latest fiber (or failure) of each row."""
+    """Mounts rows into contexts and keeps the latest fiber (or failure) of each row; with
+    `selected`, only those rows (see :func:`rows_serving`)."""
 
     def __init__(
-        self, plugins: dict[str, object], environ: Mapping[str, str], source: ManifestSource
+        self,
+        plugins: dict[str, object],
+        environ: Mapping[str, str],
+        source: ManifestSource,
+        selected: set[str] | None = None,
     ) -> None:
         self.source = source
         self.plugins = plugins
         self.environ = environ
+        self.selected = selected
         self.fibers: dict[str, tuple[Entry, Fiber]] = {}
         self.failures: dict[str, tuple[Entry, str]] = {}
 
     def mount(self, ctx: Context, entry: Entry) -> None:
-        if entry.disabled:
+        if entry.disabled or (self.selected is not None and entry.id not in self.selected):
             return
         plugin = self._group(entry) if entry.group else self.plugins[entry.id]
         try:
@@ -496,12 +544,19 @@ async def boot(
     *,
     environ: Mapping[str, str] | None = None,
     base_dir: str | os.PathLike[str] | None = None,
+    services: Collection[str] | None = None,
 ) -> AsyncIterator[Context]:
     """Boot a manifest (plus overlays) into a new root :class:`Context`.
 
     The manifest is a file path, YAML text (a ``str`` with a line break) or a list of row
     mappings; relative names in text or rows resolve against ``base_dir`` (default: the working
-    folder now). Every row is mounted concurrently and boot waits until all have settled. Raises
+    folder now). Every row is mounted concurrently and boot waits until all have settled.
+
+    With ``services``, only the rows needed to provide them are mounted (see
+    :func:`rows_serving`; every row when that cannot be told). The whole manifest is still
+    parsed and every row resolved, so a broken manifest fails the same way. The other rows'
+    listeners and middleware are absent: this suits work that calls those services directly
+    (reading stored sessions), not a run. Raises
     ``ManifestError`` (all parse, shape and resolution problems) or ``BootError`` (rows FAILED
     or still PENDING, its ``hints`` naming the plugin for each awaited service no row provides;
     everything is disposed first). The framework's error records of a failed boot are logged
@@ -511,7 +566,8 @@ async def boot(
     parsed, plugins, problems = _prepare(source, patches)
     if parsed is None or problems:
         raise ManifestError("\n".join(str(p) for p in problems))
-    mounter = _Mounter(plugins, os.environ if environ is None else environ, source)
+    selected = None if services is None else rows_serving(parsed, plugins, services)
+    mounter = _Mounter(plugins, os.environ if environ is None else environ, source, selected)
     failed: list[str] = []
     hints: list[str] = []
     async with Context() as ctx:

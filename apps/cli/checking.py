@@ -18,8 +18,6 @@ from types import ModuleType
 import plugins.agent as agent_plugin
 import plugins.llm_openai as openai_plugin
 import plugins.llm_replay as replay_plugin
-import plugins.session_checkpoint_policy as policy_plugin
-import plugins.session_checkpoint_policy.strict as strict_policy_plugin
 import plugins.session_persistence_jsonl as jsonl_plugin
 import plugins.session_persistence_sqlite as sqlite_plugin
 from framework.loader import ManifestCheck, inspect_manifest, missing_services
@@ -179,16 +177,4 @@ def _folder_refusal(folder: Path, *, owner_only: bool) -> str | None:
         )
     if not os.access(current, os.W_OK | os.X_OK):
         return "it is not writable"
-    return None
-
-
-def checkpoint_policy(manifest: Path, patches: Sequence[Path]) -> str | None:
-    """The row name of the checkpoint policy (the seed's or its strict variant) the manifest
-    mounts, or None: `dsh show` draws barriers only then."""
-    found = inspect_manifest(manifest, list(patches))
-    if found.manifest is None:
-        return None
-    for entry in found.manifest.walk(enabled_only=True):
-        if found.plugins.get(entry.id) in (policy_plugin, strict_policy_plugin):
-            return entry.name
     return None

@@ -18,6 +18,7 @@ from plugins.agent.tool_calls import parse_arguments
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.header import stored_header
 
+from .clock import stamp
 from .summary import (
     message_text,
     reason_text,
@@ -25,7 +26,7 @@ from .summary import (
     tool_result_is_error,
     tool_result_text,
 )
-from .timeline import LEGEND, NO_POLICY, stamp
+from .timeline import LEGEND, NO_POLICY
 from .transcript import usage_of
 
 Event = dict[str, Any]

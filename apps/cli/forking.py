@@ -17,7 +17,7 @@ from plugins.session import SessionForkError, fork_seed
 from plugins.session_persistence import SessionNotFoundError
 
 from .errors import USAGE, CliError
-from .runner import persistence_of
+from .stored import persistence_of
 from .summary import repair_code, tool_result_is_error
 
 Event = Mapping[str, Any]

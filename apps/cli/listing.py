@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plugins.session_persistence import Owner, SessionPersistenceError, SessionPersistenceService
 from plugins.tool_approval import pending_questions
 
+from .clock import stamp
 from .states import STATES, State, state_of, title_of
-from .summary import last_turn_reason, turn_count
+from .summary import last_turn_reason, reason_text, turn_count
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+#: The table's columns; those in `RIGHT` are right-aligned.
+COLUMNS = ("id", "created", "turns", "last turn", "events", "size", "state", "title")
+RIGHT = frozenset({"turns", "events", "size"})
+#: Between two columns.
+GAP = "  "
 
 
 @dataclass(frozen=True)
@@ -126,3 +136,76 @@ async def _row(persistence: SessionPersistenceService, header: dict[str, Any]) -
         state=state_of(events, owner),
         waiting=len(pending_questions(events)),
     )
+
+
+def cells(row: SessionRow) -> tuple[tuple[str, ...], str | None]:
+    """A row's cells under `COLUMNS` and its style (red: unreadable, yellow: waiting)."""
+    running = None if row.running is None else running_text(row.running)
+    last = row.problem or running or reason_text(row.last_reason)
+    if row.waiting:
+        last += f" — waiting for approval ({row.waiting})"
+    style = "red" if row.problem else "yellow" if row.waiting else None
+    size = "-" if row.size is None else f"{row.size:,} B"
+    return (
+        row.id,
+        stamp(row.created_at),
+        str(row.turns),
+        last,
+        str(row.events),
+        size,
+        row.state or "-",
+        row.title or "-",
+    ), style
+
+
+def _width(text: str) -> int:
+    """Terminal cells `text` takes (wide characters take two)."""
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def plain_lines(table: Sequence[tuple[str, ...]], width: int) -> list[str] | None:
+    """`table` (its first row the header) laid out as rich lays out a borderless table that
+    fits: each column as wide as its widest cell, `GAP` between columns. None when a line would
+    be wider than `width` or a cell holds a control character (rich then wraps the cells)."""
+    if any(not text.isprintable() for line in table for text in line):
+        return None
+    widths = [max(_width(line[index]) for line in table) for index in range(len(COLUMNS))]
+    if sum(widths) + len(GAP) * (len(widths) - 1) > width:
+        return None
+    lines = []
+    for line in table:
+        padded = []
+        for column, text, size in zip(COLUMNS, line, widths, strict=True):
+            fill = " " * (size - _width(text))
+            padded.append(fill + text if column in RIGHT else text + fill)
+        lines.append(GAP.join(padded))
+    return lines
+
+
+def print_table(out: Console, rows: Sequence[SessionRow]) -> None:
+    """The listing on `out`: the plain layout when it fits (fast for thousands of rows), else
+    rich's `Table`, which wraps cells to the width. Cell texts are shown verbatim (no markup)."""
+    from rich.text import Text
+
+    styled = [cells(row) for row in rows]
+    lines = plain_lines([COLUMNS, *(texts for texts, _ in styled)], out.width)
+    if lines is not None:
+        if not out.is_terminal:
+            out.file.write("".join(line + "\n" for line in lines))
+            return
+        out.print(Text(lines[0], style="bold"))
+        for line, (_, style) in zip(lines[1:], styled, strict=True):
+            out.print(Text(line, style=style or ""))
+        return
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for column in COLUMNS:
+        table.add_column(column, justify="right" if column in RIGHT else "left")
+    for texts, style in styled:
+        table.add_row(*(Text(text) for text in texts), style=style)
+    out.print(table)

@@ -1,33 +1,39 @@
 """The `dsh` command: run, resume, list, show and check durable agent sessions (docs/cli.md)."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: typer reads every command's signature on each
+# start, and evaluating string annotations twice per command costs more than the commands'
+# module-level aliases (docs/performance.md, "Start-up (P11)").
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, ExitStack
 from pathlib import Path
-from typing import Annotated, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
 import anyio
 import typer
-from rich.progress import Progress
-from rich.table import Table
 
-from framework import Context
 from framework.loader import boot
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import SessionLog
-from plugins.tool_approval import Answer
 
-from . import approving, checking, listing, plugin_list, runner, transcript
-from .console import Consoles, consoles, setup_logging, silence_stdout
+from .console import consoles, setup_logging, silence_stdout
 from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError, report
 from .paths import default_manifest
 from .states import STATES, State
-from .summary import reason_text
-from .timeline import Timeline, stamp, storage_notes
-from .views import HumanView, JsonView, RunView
+from .stored import STORE_ONLY, not_found, persistence_of, stored_events
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from framework import Context
+
+    from . import approving
+    from .views import RunView
+
+# Each command imports the modules only it uses (its runner, views, rich's widgets) in its body:
+# a command that reads stored sessions boots only the store and starts in a fraction of the time
+# of one that runs the agent (docs/performance.md, "Start-up (P11)").
 
 #: `dsh sessions` shows a progress bar (on a terminal) from this many sessions on.
 PROGRESS_MIN = 20
@@ -57,9 +63,12 @@ Json = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
 Debug = Annotated[bool, typer.Option("--debug", help="Debug logging and tracebacks.")]
 
 
-def _boot(config: Path | None, patches: list[Path] | None) -> AbstractAsyncContextManager[Context]:
-    """The app of a command: `-c` (else the default manifest) with its `--patch` overlays."""
-    return boot(config or default_manifest(), patches or [])
+def _boot(
+    config: Path | None, patches: list[Path] | None, services: "Collection[str] | None" = None
+) -> "AbstractAsyncContextManager[Context]":
+    """The app of a command: `-c` (else the default manifest) with its `--patch` overlays; with
+    `services`, only the rows that provide them (every row is still resolved and checked)."""
+    return boot(config or default_manifest(), patches or [], services=services)
 
 
 def _execute(debug: bool, work: Callable[[], Awaitable[int]], *, json: bool = False) -> NoReturn:
@@ -101,6 +110,9 @@ def _drive(
     must_exist: bool = False,
 ) -> NoReturn:
     async def work() -> int:
+        from . import runner
+        from .views import HumanView, JsonView
+
         options = runner.RunOptions(
             config or default_manifest(),
             patch or [],
@@ -152,6 +164,8 @@ def resume(
         _drive(session_id, prompt, config, patch, json, debug, must_exist=True)
 
     async def work() -> int:
+        from . import runner
+
         options = runner.RunOptions(
             config or default_manifest(), patch or [], _session_id(session_id)
         )
@@ -174,13 +188,16 @@ CallId = Annotated[
 
 def _answer(
     session_id: str,
-    given: approving.GivenAnswer,
+    given: "approving.GivenAnswer",
     config: Path | None,
     patch: list[Path] | None,
     json: bool,
     debug: bool,
 ) -> NoReturn:
     async def work() -> int:
+        from . import runner
+        from .views import HumanView, JsonView
+
         options = runner.RunOptions(
             config or default_manifest(),
             patch or [],
@@ -207,6 +224,10 @@ def approve(
     debug: Debug = False,
 ) -> None:
     """Allow the call a session waits on; the call runs and the session continues."""
+    from plugins.tool_approval import Answer
+
+    from . import approving
+
     answer = Answer.always() if always else Answer.once()
     _answer(session_id, approving.GivenAnswer(call_id, answer), config, patch, json, debug)
 
@@ -224,6 +245,10 @@ def deny(
     debug: Debug = False,
 ) -> None:
     """Refuse the call a session waits on; the model sees the refusal and continues."""
+    from plugins.tool_approval import Answer
+
+    from . import approving
+
     answer = Answer.reject(reason)
     _answer(session_id, approving.GivenAnswer(call_id, answer), config, patch, json, debug)
 
@@ -253,19 +278,23 @@ def sessions(
         for name in states:
             if name not in STATES:
                 raise CliError(f"--state: {name!r} is not one of {', '.join(STATES)}", USAGE)
+        from . import listing
+
         shown = consoles()
         with ExitStack() as stack:
 
             def progress(total: int) -> Callable[[], None]:
                 if json or not shown.interactive or total < PROGRESS_MIN:
                     return lambda: None
+                from rich.progress import Progress
+
                 bar = stack.enter_context(Progress(console=shown.deco, transient=True))
                 task = bar.add_task("reading sessions", total=total)
                 return lambda: bar.advance(task)
 
-            async with _boot(config, patch) as ctx:
+            async with _boot(config, patch, STORE_ONLY) as ctx:
                 rows = await listing.session_rows(
-                    runner.persistence_of(ctx),
+                    persistence_of(ctx),
                     progress,
                     limit=limit,
                     states=cast("tuple[State, ...]", states),
@@ -273,41 +302,13 @@ def sessions(
         if json:
             for row in rows:
                 print(dumps(row.to_json()))
+        elif rows:
+            listing.print_table(shown.out, rows)
         else:
-            _session_table(shown, rows)
+            shown.deco.print("no sessions stored")
         return OK
 
     _execute(debug, work, json=json)
-
-
-def _session_table(shown: Consoles, rows: list[listing.SessionRow]) -> None:
-    if not rows:
-        shown.deco.print("no sessions stored")
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("id", "created", "turns", "last turn", "events", "size", "state", "title"):
-        table.add_column(
-            column, justify="right" if column in ("turns", "events", "size") else "left"
-        )
-    for row in rows:
-        running = None if row.running is None else listing.running_text(row.running)
-        last = row.problem or running or reason_text(row.last_reason)
-        if row.waiting:
-            last += f" — waiting for approval ({row.waiting})"
-        style = "red" if row.problem else "yellow" if row.waiting else None
-        size = "-" if row.size is None else f"{row.size:,} B"
-        table.add_row(
-            row.id,
-            stamp(row.created_at),
-            str(row.turns),
-            last,
-            str(row.events),
-            size,
-            row.state or "-",
-            row.title or "-",
-            style=style,
-        )
-    shown.out.print(table)
 
 
 @app.command()
@@ -333,15 +334,18 @@ def show(
     """Show a session's timeline and token usage (read-only: nothing is repaired or written)."""
 
     async def work() -> int:
-        async with _boot(config, patch) as ctx:
-            persistence = runner.persistence_of(ctx)
+        from . import transcript
+        from .timeline import Timeline, checkpoint_policy, storage_notes
+
+        async with _boot(config, patch, STORE_ONLY) as ctx:
+            persistence = persistence_of(ctx)
             if raw:
                 sys.stdout.buffer.write(await persistence.read_raw(session_id))
                 sys.stdout.buffer.flush()
                 return OK
-            stored = await runner.stored_events(ctx, session_id)
+            stored = await stored_events(ctx, session_id)
             if stored is None:
-                raise runner.not_found(session_id)
+                raise not_found(session_id)
             owner = await persistence.owner(session_id)
             log = await persistence.inspect(session_id)
             if owner is not None:  # its open turn is live, not interrupted: nothing to repair
@@ -359,7 +363,7 @@ def show(
             for event in log.events:
                 print(dumps(event))
             return OK
-        policy = checking.checkpoint_policy(config or default_manifest(), patch or [])
+        policy = checkpoint_policy(config or default_manifest(), patch or [])
         timeline = Timeline(log.events, len(stored), policy)
         out = consoles().out
         notes = storage_notes(log, owner, None if location is None else location.path)
@@ -377,6 +381,8 @@ def check(config: Manifest = None, patch: Patches = None, debug: Debug = False) 
     """Validate a manifest and its overlays without running anything."""
 
     async def work() -> int:
+        from . import checking
+
         manifest = config or default_manifest()
         report = checking.check(manifest, patch or [])
         for line in (*report.problems, *report.warnings):
@@ -395,6 +401,10 @@ def plugins(json: Json = False, debug: Debug = False) -> None:
     """List the plugins manifest names can resolve to (entry points of `dsh.plugins`)."""
 
     async def work() -> int:
+        from rich.table import Table
+
+        from . import plugin_list
+
         infos = plugin_list.plugin_infos()
         failed = FAILED if any(info.problem for info in infos) else OK
         if json:
@@ -472,8 +482,8 @@ def doctor(
 
         if (session_id is None) == (not every):
             raise CliError("name one session (ID) or pass --all", USAGE)
-        async with _boot(config, patch) as ctx:
-            persistence = runner.persistence_of(ctx)
+        async with _boot(config, patch, STORE_ONLY) as ctx:
+            persistence = persistence_of(ctx)
             ids = [session_id] if session_id else [h["id"] for h in await persistence.list()]
             findings = [f for i in ids for f in await checks.examine(persistence, i)]
             repaired = []
@@ -508,8 +518,8 @@ def rm(
     """Delete stored sessions (one another process runs is refused)."""
 
     async def work() -> int:
-        async with _boot(config, patch) as ctx:
-            persistence = runner.persistence_of(ctx)
+        async with _boot(config, patch, STORE_ONLY) as ctx:
+            persistence = persistence_of(ctx)
             for target in session_ids:
                 await persistence.delete(target)
                 print(
@@ -544,9 +554,9 @@ def prune(
 
         window = removal.parse_duration(older_than)
         now = time.time_ns() // 1_000_000
-        async with _boot(config, patch) as ctx:
+        async with _boot(config, patch, STORE_ONLY) as ctx:
             decisions = await removal.prune(
-                runner.persistence_of(ctx),
+                persistence_of(ctx),
                 older_than_ms=window,
                 keep=keep,
                 dry_run=dry_run,
@@ -584,7 +594,7 @@ def copy(
         if every and session_ids:
             raise CliError("name sessions (ID...) or pass --all, not both", USAGE)
         async with copying.booted(source) as a, copying.booted(target) as b:
-            src, dst = runner.persistence_of(a), runner.persistence_of(b)
+            src, dst = persistence_of(a), persistence_of(b)
             await copying.check_distinct(src, dst)
             done = await copying.copy_sessions(src, dst, None if every else session_ids or [])
         for item in done:
@@ -614,17 +624,18 @@ def export(
 
     async def work() -> int:
         from . import export as exporting
+        from .timeline import checkpoint_policy
 
         if (html is None) == (jsonl is None):
             raise CliError("pass one of --html FILE or --jsonl FILE", USAGE)
-        async with _boot(config, patch) as ctx:
-            persistence = runner.persistence_of(ctx)
+        async with _boot(config, patch, STORE_ONLY) as ctx:
+            persistence = persistence_of(ctx)
             stored = await persistence.read_from(session_id, 0)
             log = await persistence.inspect(session_id)
             if await persistence.owner(session_id) is not None:
                 log = SessionLog(log.header, stored, log.torn_bytes, log.set_aside)
         if html is not None:
-            policy = checking.checkpoint_policy(config or default_manifest(), patch or [])
+            policy = checkpoint_policy(config or default_manifest(), patch or [])
             page = exporting.html_page(log.header, log.events, len(stored), policy)
             html.write_text(page, "utf-8")
             print(f"wrote {html}")

@@ -22,7 +22,7 @@ from anyio.abc import TaskStatus
 from framework import Context, ManifestError
 from framework.loader import boot
 from plugins.agent import USER, RunResult, TurnEnd
-from plugins.session_persistence import SessionNotFoundError, SetAside
+from plugins.session_persistence import SetAside
 
 from . import approving, checking
 from .checking import problem_line
@@ -31,10 +31,10 @@ from .errors import (
     FAILED,
     INTERRUPTED,
     OK,
-    SESSION_NOT_FOUND,
     USAGE,
     CliError,
 )
+from .stored import not_found, persistence_of, stored_events
 from .summary import (
     Repairs,
     last_turn_reason,
@@ -46,7 +46,6 @@ from .views import RunView
 
 if TYPE_CHECKING:
     from plugins.agent import Agent, AgentsService
-    from plugins.session_persistence import SessionPersistenceService
 
 
 log = logging.getLogger("dsh.cli")
@@ -64,26 +63,6 @@ class RunOptions:
     answer: approving.GivenAnswer | None = None
     #: `dsh resume ID PROMPT`: the session must be stored (only `run --session` creates).
     must_exist: bool = False
-
-
-def persistence_of(ctx: Context) -> SessionPersistenceService:
-    """The manifest's `sessionPersistence`, or a usage error."""
-    service = ctx.get("sessionPersistence")
-    if service is None:
-        raise CliError("the manifest mounts no session persistence backend", USAGE)
-    return service  # type: ignore[no-any-return]
-
-
-async def stored_events(ctx: Context, session_id: str) -> list[dict[str, Any]] | None:
-    """The stored events of `session_id` (None when nothing is stored or nothing persists)."""
-    service = ctx.get("sessionPersistence")
-    if service is None:
-        return None
-    try:
-        events: list[dict[str, Any]] = await service.read_from(session_id, 0)
-    except SessionNotFoundError:
-        return None
-    return events
 
 
 @dataclass
@@ -115,11 +94,6 @@ async def _cancel_on_sigint(
             else:
                 view.close()
                 os._exit(INTERRUPTED)
-
-
-def not_found(session_id: str | None) -> CliError:
-    """`session "<id>" not found` (exit 1)."""
-    return CliError(f'session "{session_id}" not found', code=SESSION_NOT_FOUND)
 
 
 def agents_of(ctx: Context) -> AgentsService:

@@ -12,14 +12,19 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.text import Text
 
+import plugins.session_checkpoint_policy as policy_plugin
+import plugins.session_checkpoint_policy.strict as strict_policy_plugin
+from framework.loader import inspect_manifest
 from plugins.agent.tool_calls import parse_arguments
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import Owner, SessionLog
 
+from .clock import stamp
 from .summary import (
     NOT_STARTED,
     UNKNOWN_OUTCOME,
@@ -54,11 +59,6 @@ NO_POLICY = (
 def clock(ms: int) -> str:
     """Local `HH:MM:SS` of an epoch-ms time."""
     return time.strftime("%H:%M:%S", time.localtime(ms / 1000))
-
-
-def stamp(ms: int) -> str:
-    """Local `YYYY-MM-DD HH:MM:SS` of an epoch-ms time."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
 
 
 def storage_notes(log: SessionLog, owner: Owner | None, path: str | None) -> Iterator[Text]:
@@ -266,3 +266,15 @@ class Timeline:
             )
         style = "green" if kind == "completed" else "yellow" if kind == "aborted" else "red"
         return Text.assemble((label + reason_text(reason), style), (took, "dim"))
+
+
+def checkpoint_policy(manifest: Path, patches: Sequence[Path]) -> str | None:
+    """The row name of the checkpoint policy (the seed's or its strict variant) the manifest
+    mounts, or None: `dsh show` draws barriers only then."""
+    found = inspect_manifest(manifest, list(patches))
+    if found.manifest is None:
+        return None
+    for entry in found.manifest.walk(enabled_only=True):
+        if found.plugins.get(entry.id) in (policy_plugin, strict_policy_plugin):
+            return entry.name
+    return None

@@ -10,18 +10,16 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
-from framework import Context
 from plugins.session.jsonutil import dumps
-from plugins.tools import Tool
 
 from .console import consoles
 from .errors import OK, CliError
 from .main import Debug, Json, Manifest, Patches, _boot, _execute
 
 if TYPE_CHECKING:
+    from framework import Context
     from plugins.mcp import McpTool
+    from plugins.tools import Tool
 
 
 @dataclass(frozen=True)
@@ -71,9 +69,9 @@ def tool_infos(ctx: Context) -> list[ToolInfo]:
 
 
 def _mcp_tool_type() -> type[McpTool] | None:
-    """`McpTool` if dsh-mcp was imported (only then can MCP tools exist); the MCP SDK is slow
-    to import, so `dsh` does not import it for manifests without MCP servers."""
-    module = sys.modules.get("plugins.mcp")
+    """`McpTool` if dsh-mcp's tools module was imported (only then can MCP tools exist); the
+    MCP SDK is slow to import, so `dsh` does not import it for manifests without MCP servers."""
+    module = sys.modules.get("plugins.mcp.tools")
     return None if module is None else module.McpTool
 
 
@@ -92,6 +90,8 @@ def tools(
         if not infos:
             consoles().deco.print("no tools registered")
             return OK
+        from rich.table import Table
+
         table = Table(box=None, pad_edge=False)
         for column in ("tool", "source", "read-only", "description"):
             table.add_column(column)

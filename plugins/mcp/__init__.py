@@ -8,6 +8,9 @@ does not start fails the row. Disposing the row stops the servers and reaps thei
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 import anyio
 
 from framework import Context
@@ -17,7 +20,6 @@ from plugins.tools import ToolsService
 from plugins.tools.hooks import PRE_EXECUTE
 
 from .config import Config, HttpServer, StdioServer
-from .connection import IDEMPOTENCY_META_KEY, Connection, Listing
 from .errors import (
     MCP_ERROR,
     MCP_INVALID_RESULT,
@@ -34,8 +36,32 @@ from .errors import (
     McpToolError,
     McpToolListError,
 )
-from .tool_lists import EVENT_TYPE, ToolListRecorder
-from .tools import McpTool, build_tools, tool_name
+
+if TYPE_CHECKING:
+    from .connection import IDEMPOTENCY_META_KEY, Connection, Listing
+    from .tool_lists import EVENT_TYPE
+    from .tools import McpTool, tool_name
+
+#: Names whose modules import the MCP SDK (slow to import): loaded on first use, so resolving
+#: or checking a manifest row does not pay for it (docs/performance.md).
+_ON_USE = {
+    "IDEMPOTENCY_META_KEY": ".connection",
+    "Connection": ".connection",
+    "Listing": ".connection",
+    "EVENT_TYPE": ".tool_lists",
+    "McpTool": ".tools",
+    "tool_name": ".tools",
+}
+
+
+def __getattr__(attribute: str) -> object:
+    module = _ON_USE.get(attribute)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+    value = getattr(importlib.import_module(module, __name__), attribute)
+    globals()[attribute] = value
+    return value
+
 
 __all__ = [
     "EVENT_TYPE",
@@ -75,6 +101,10 @@ inject = ["tools"]
 
 async def apply(ctx: Context, config: Config) -> None:
     """Start the servers, register their tools and the `mcp/tools` recorder."""
+    from .connection import Connection
+    from .tool_lists import ToolListRecorder
+    from .tools import build_tools
+
     connections = {
         server: Connection(ctx, server, settings) for server, settings in config.servers.items()
     }

@@ -14,7 +14,7 @@ import pytest
 from dsh_sandbox import Sandbox
 from postgres_support import PostgresTarget, postgres_fixture
 
-from apps.cli import runner
+from apps.cli import stored
 from plugins.session_persistence import SessionNotFoundError, SessionPersistenceError
 from plugins.session_persistence.testing import open_tool_turn
 from plugins.session_persistence_jsonl import frames
@@ -155,8 +155,8 @@ class _Persistence:
 
 @pytest.mark.anyio
 async def test_the_cli_tells_not_found_by_its_type_not_its_text() -> None:
-    found = await runner.stored_events(_Persistence(SessionNotFoundError("another id")), "x")  # type: ignore[arg-type]
+    found = await stored.stored_events(_Persistence(SessionNotFoundError("another id")), "x")  # type: ignore[arg-type]
     assert found is None
     look_alike = SessionPersistenceError('session "x" not found')
     with pytest.raises(SessionPersistenceError):
-        await runner.stored_events(_Persistence(look_alike), "x")  # type: ignore[arg-type]
+        await stored.stored_events(_Persistence(look_alike), "x")  # type: ignore[arg-type]

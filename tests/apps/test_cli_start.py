@@ -1,0 +1,115 @@
+"""Commands that read stored sessions boot only the session store (docs/performance.md, P11).
+
+Each command runs in a child process that reports, at exit, every module it imported: none of
+the model adapters' HTTP clients, the MCP SDK or the run machinery, and no row beyond the store
+is applied (a probe row that writes a file when applied stays silent; `dsh tools`, which boots
+the whole manifest, applies it).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dsh_sandbox import Sandbox
+from lifecycle_support import make_backend, tool_turn
+
+from plugins.session_persistence.testing import T0
+
+CONFIG = Path(__file__).parents[2] / "config"
+
+#: The console script's body, reporting the imported modules on stderr at exit.
+PROBE = """
+import atexit, sys
+
+atexit.register(lambda: sys.stderr.write("\\nLOADED " + " ".join(sorted(sys.modules)) + "\\n"))
+from apps.cli.main import main
+
+main()
+"""
+
+#: What no read-only command needs: HTTP clients, the MCP SDK, running an agent.
+UNUSED = ("httpx", "mcp", "plugins.llm_openai", "plugins.mcp.connection", "apps.cli.runner")
+
+PROBE_ROW = """
+import os
+import pathlib
+
+name = "probe"
+inject = ["tools"]
+
+
+def apply(ctx, config):
+    pathlib.Path(os.environ["DSH_PROBE_MARK"]).write_text("applied")
+"""
+
+
+def _run(dsh: Sandbox, *args: str | Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *(str(a) for a in args)],
+        cwd=dsh.root,
+        env=dsh.env({"DSH_PROBE_MARK": str(dsh.root / "probe-mark")}),
+        text=True,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    head, _, loaded = done.stderr.rpartition("\nLOADED ")
+    assert loaded, done.stderr
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, head), set(
+        loaded.split()
+    )
+
+
+@pytest.fixture
+def seeded(dsh: Sandbox) -> Sandbox:
+    backend = make_backend("jsonl", dsh)
+    backend.seed("first", tool_turn(0, 1, []), str(dsh.root), T0)
+    backend.seed("second", tool_turn(0, 1, []), str(dsh.root), T0 + 1)
+    return dsh
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sessions"],
+        ["sessions", "--json"],
+        ["show", "first"],
+        ["show", "first", "--messages"],
+        ["export", "first", "--jsonl", "-"],
+        ["doctor", "first"],
+        ["prune", "--older-than", "1d", "--dry-run"],
+        ["rm", "second"],
+    ],
+)
+def test_reading_commands_apply_only_the_store(seeded: Sandbox, args: list[str]) -> None:
+    overlay = seeded.root / "probe.yml"
+    overlay.write_text("- insert:\n    - {id: probe, name: ./probe_row.py}\n", "utf-8")
+    (seeded.root / "probe_row.py").write_text(PROBE_ROW, "utf-8")
+    done, loaded = _run(seeded, *args, "--patch", overlay)
+    assert done.returncode == 0, done.stderr
+    assert sorted(loaded.intersection(UNUSED)) == []
+    assert not (seeded.root / "probe-mark").exists()
+    full, _ = _run(seeded, "tools", "--patch", overlay)
+    assert full.returncode == 0, full.stderr
+    assert (seeded.root / "probe-mark").read_text() == "applied"
+
+
+def test_a_listing_on_a_pipe_draws_no_rich_table(seeded: Sandbox) -> None:
+    done, loaded = _run(seeded, "sessions")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].split() == [
+        *("id", "created", "turns", "last", "turn", "events", "size", "state", "title")
+    ]
+    assert "rich.table" not in loaded
+
+
+def test_an_mcp_row_is_neither_imported_nor_started_to_list_sessions(seeded: Sandbox) -> None:
+    plain, _ = _run(seeded, "sessions")
+    with_mcp, loaded = _run(seeded, "sessions", "--patch", CONFIG / "overlays" / "mcp-time.yml")
+    assert with_mcp.returncode == 0, with_mcp.stderr
+    assert with_mcp.stdout == plain.stdout
+    assert "mcp" not in loaded
+    assert "plugins.mcp" in loaded  # the row was still resolved (a broken name still fails)
