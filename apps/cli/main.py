@@ -402,6 +402,7 @@ def plugins(json: Json = False, debug: Debug = False) -> None:
 
     async def work() -> int:
         from rich.table import Table
+        from rich.text import Text
 
         from . import plugin_list
 
@@ -415,12 +416,13 @@ def plugins(json: Json = False, debug: Debug = False) -> None:
         for column in ("entry point", "module", "provides", "needs"):
             table.add_column(column)
         for info in infos:
-            table.add_row(
+            cells = (
                 info.entry_point,
                 info.module,
                 info.problem or ", ".join(info.provides) or "-",
                 ", ".join(info.needs) or "-",
             )
+            table.add_row(*(Text(cell) for cell in cells))  # verbatim, never rich markup
         consoles().out.print(table)
         return failed
 

@@ -91,13 +91,15 @@ def tools(
             consoles().deco.print("no tools registered")
             return OK
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(box=None, pad_edge=False)
         for column in ("tool", "source", "read-only", "description"):
             table.add_column(column)
         for info in infos:
             summary = info.description.strip().splitlines()[0] if info.description.strip() else ""
-            table.add_row(info.name, info.source_text, "yes" if info.read_only else "no", summary)
+            cells = (info.name, info.source_text, "yes" if info.read_only else "no", summary)
+            table.add_row(*(Text(cell) for cell in cells))  # descriptions are not rich markup
         consoles().out.print(table)
         return OK
 

@@ -433,3 +433,34 @@ def test_http_headers_never_reach_output_or_session_files(dsh: Sandbox) -> None:
         assert "dsh-secret-token" not in text
     for content in dsh.files().values():
         assert b"dsh-secret-token" not in content
+
+
+MARKUP_TOOL = '''
+from plugins.tools import tool
+
+name = "markup-tools"
+inject = ["tools"]
+
+
+@tool(name="odd[/x]")
+async def odd() -> str:
+    """[/x] fix [bold red]this[/] now"""
+    return "ok"
+
+
+def apply(ctx, config):
+    ctx.tools.register(odd)
+'''
+
+
+def test_tool_names_and_descriptions_are_shown_verbatim_not_as_rich_markup(
+    dsh: Sandbox,
+) -> None:
+    # A tool's description comes from its author or from an MCP server: it is data, not markup.
+    (dsh.root / "markup_tools.py").write_text(MARKUP_TOOL, "utf-8")
+    overlay = dsh.write("markup.yml", "- insert:\n    - {id: markup, name: ./markup_tools.py}\n")
+    table = dsh("tools", "--patch", overlay)
+    assert table.returncode == 0, table.stderr
+    line = next(row for row in table.stdout.splitlines() if row.startswith("odd"))
+    assert line.split(None, 1)[0] == "odd[/x]"
+    assert line.rstrip().endswith("[/x] fix [bold red]this[/] now")
