@@ -4,9 +4,9 @@ A live session on the SQLite backend (WAL, synchronous=FULL, in a temporary fold
 typical agent step per round — `step/start`, an `assistant/message` with a tool call,
 `tool/call`, `tool/result`, `step/end` (~2 KB) — and the round times the checkpoint,
 `await ctx.sessions.flush(session)` (one `BEGIN IMMEDIATE` … `COMMIT`; the in-memory appends
-before it are not timed, P3 measures them). The three history
-sizes alternate round by round; a session that grew past 1.5× its size is replaced by a fresh
-one (built untimed). `p6_postgres_growth` and `p9_langgraph` reuse `Growth` for the same steps.
+before it are not timed, P3 measures them). The three history sizes alternate round by round;
+a session that grew past 1.5× its size is retired and replaced by a fresh one (built untimed).
+`p6_postgres_growth` and `p9_langgraph` reuse `Growth` for the same steps.
 """
 
 from __future__ import annotations
@@ -135,13 +135,18 @@ class Workload:
 
 
 @asynccontextmanager
-async def sqlite_stack(directory: Path) -> AsyncIterator[Context]:
-    """Sessions persisted by the SQLite backend in `directory` (WAL, synchronous=FULL)."""
+async def sqlite_stack(
+    directory: Path, name: str = "sessions", inline_write_max_ms: float = 0.0
+) -> AsyncIterator[Context]:
+    """Sessions persisted by the SQLite backend in `directory/<name>.sqlite3` (WAL,
+    synchronous=FULL), with the given `inlineWriteMaxMs`."""
     async with Context() as ctx:
         await ctx.plugin(plugins.session)
-        await ctx.plugin(
-            plugins.session_persistence_sqlite, {"path": str(directory / "sessions.sqlite3")}
-        )
+        config = {
+            "path": str(directory / f"{name}.sqlite3"),
+            "inlineWriteMaxMs": inline_write_max_ms,
+        }
+        await ctx.plugin(plugins.session_persistence_sqlite, config)
         yield ctx
 
 
@@ -149,16 +154,20 @@ class Growth:
     """Sessions of one nominal history size, replaced when they outgrow it by half; `backend`
     names the persistence backend mounted on `ctx` in the series name."""
 
-    def __init__(self, ctx: Context, size: int, backend: str = "sqlite") -> None:
+    def __init__(self, ctx: Context, size: int, backend: str = "sqlite", mode: str = "") -> None:
         self.ctx = ctx
         self.size = size
-        self.series = Series(f"{backend} checkpoint, {size} prior messages")
+        self.series = Series(f"{backend} checkpoint{mode}, {size} prior messages")
         self.fresh_count = 0
         self.workload: Workload | None = None
 
     async def fresh(self) -> Workload:
         if self.workload is not None:
-            await self.ctx.sessions.flush(self.workload.session)
+            # Retire the outgrown session (waiting for it): one live session per size, so a
+            # stack of its own may use the inline gate (`p9_langgraph`).
+            done = self.workload.session
+            self.ctx.sessions.dispose(done)
+            await self.ctx.sessionPersistence.load(done.id)
         self.fresh_count += 1
         workload = Workload(self.ctx, f"p6-{self.size}-{self.fresh_count}")
         workload.prefill(self.size)

@@ -2,10 +2,12 @@
 checkpoint policy, over the JSONL backend (raw) in a temporary folder.
 
 Both stacks are identical (sessions, llm + replay, tools, JSONL, agents with the idle
-checkpoint) except that one mounts `plugins.session_checkpoint_policy`; turns alternate between
-them in one run. `os.fsync` calls are counted per turn, and `os.write + os.fsync` of ~2 KB is
-timed on the same disk, so the goal reads: extra time per turn ≤ 1.5 × extra fsyncs × one fsync.
-If the policy module is missing, only the baseline is measured.
+checkpoint) except that one mounts `plugins.session_checkpoint_policy`; each pair runs twice,
+with the library default (writes on the I/O thread) and with the `dsh` CLI's
+`inlineWriteMaxMs: 2` (docs/performance.md); turns alternate between the four in one run.
+`os.fsync` calls are counted per turn, and `os.write + os.fsync` of ~2 KB is timed on the same
+disk, so the goal reads: extra time per turn ≤ 1.5 × extra fsyncs × one fsync. If the policy
+module is missing, only the baselines are measured.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from plugins.tools import Tool
 ROUNDS = 200
 WARMUP = 10
 PER_SESSION = 25
+#: `inlineWriteMaxMs` of the inline stacks (the `dsh` CLI's app sets the same).
+INLINE_MAX_MS = 2.0
+MODES = (("I/O thread", 0.0), ("inline gate", INLINE_MAX_MS))
 
 
 def script(turns: int) -> list[dict[str, Any]]:
@@ -79,15 +84,15 @@ async def lookup(args: Any, exec: Any) -> Any:
 
 
 @asynccontextmanager
-async def mounted(root: Path, policy: Any) -> AsyncIterator[Context]:
-    """The stack: sessions, llm + replay, tools (`lookup`), JSONL raw, the policy if given."""
+async def mounted(root: Path, policy: Any, inline_ms: float = 0.0) -> AsyncIterator[Context]:
+    """The stack: sessions, llm + replay, tools (`lookup`), JSONL raw with `inlineWriteMaxMs`
+    `inline_ms`, the policy if given."""
     async with Context() as ctx:
         await ctx.plugin(plugins.session)
         await ctx.plugin(plugins.llm)
         await ctx.plugin(plugins.tools)
-        await ctx.plugin(
-            plugins.session_persistence_jsonl, {"root": str(root), "compression": "none"}
-        )
+        config = {"root": str(root), "compression": "none", "inlineWriteMaxMs": inline_ms}
+        await ctx.plugin(plugins.session_persistence_jsonl, config)
         await ctx.plugin(plugins.llm_replay, {"responses": script(PER_SESSION + 1)})
         if policy is not None:
             await ctx.plugin(policy)
@@ -141,17 +146,19 @@ class Case:
 
 
 async def measure(directory: str, rounds: int = ROUNDS, warmup: int = WARMUP) -> list[Case]:
-    """Alternate turns between the stacks; the baseline first, then (if present) the policy."""
+    """Alternate turns between the stacks: per mode the baseline, then (if present) the policy."""
     policy = load_policy()
     counter = FsyncCounter()
     cases: list[Case] = []
     async with AsyncExitStack() as stack:
-        for name, plugin in (("without policy", None), ("with policy", policy)):
-            if name == "with policy" and plugin is None:
-                continue
-            root = Path(directory) / name.replace(" ", "-")
-            ctx = await stack.enter_async_context(mounted(root, plugin))
-            cases.append(Case(name, ctx, root, counter))
+        for mode, inline_ms in MODES:
+            for kind, plugin in (("without policy", None), ("with policy", policy)):
+                if kind == "with policy" and plugin is None:
+                    continue
+                name = f"{kind}, {mode}"
+                root = Path(directory) / name.replace(" ", "-").replace(",", "").replace("/", "")
+                ctx = await stack.enter_async_context(mounted(root, plugin, inline_ms))
+                cases.append(Case(name, ctx, root, counter))
         with counter:
             for index in range(warmup + rounds):
                 if index % PER_SESSION == 0:
@@ -164,30 +171,38 @@ async def measure(directory: str, rounds: int = ROUNDS, warmup: int = WARMUP) ->
 
 def summarise(cases: list[Case], floor: Series) -> None:
     """Print the table and write `benchmarks/results/p8_turn.json`."""
-    base = cases[0]
-    rows = [row(base.series, note=f"fsyncs/turn {statistics.median(base.fsyncs)}")]
+    pairs = len(cases) // len(MODES)
+    rows = []
     extra: dict[str, object] = {"fsync_floor_median_us": floor.median * 1e6}
-    if len(cases) > 1:
-        checked = cases[1]
-        extra_fsyncs = statistics.median(checked.fsyncs) - statistics.median(base.fsyncs)
-        difference = checked.series.median - base.series.median
+    notes = []
+    for index, (mode, inline_ms) in enumerate(MODES):
+        base, *checked = cases[index * pairs : (index + 1) * pairs]
+        rows.append(row(base.series, note=f"fsyncs/turn {statistics.median(base.fsyncs)}"))
+        if not checked:
+            notes.append("policy module not available: baseline only")
+            continue
+        policed = checked[0]
+        extra_fsyncs = statistics.median(policed.fsyncs) - statistics.median(base.fsyncs)
+        difference = policed.series.median - base.series.median
         bound = 1.5 * extra_fsyncs * floor.median
         rows.append(
             row(
-                checked.series, base.series, note=f"fsyncs/turn {statistics.median(checked.fsyncs)}"
+                policed.series,
+                base.series,
+                note=f"fsyncs/turn {statistics.median(policed.fsyncs)}",
             )
         )
-        extra.update(
-            extra_fsyncs_per_turn=extra_fsyncs,
-            difference_us=difference * 1e6,
-            bound_us=bound * 1e6,
-            within_goal=difference <= bound,
-        )
-        note = f"difference {difference * 1e6:.1f} µs vs bound {bound * 1e6:.1f} µs"
-    else:
-        note = "policy module not available: baseline only"
+        extra[mode] = {
+            "inline_write_max_ms": inline_ms,
+            "extra_fsyncs_per_turn": extra_fsyncs,
+            "difference_us": difference * 1e6,
+            "bound_us": bound * 1e6,
+            "within_goal": difference <= bound,
+        }
+        notes.append(f"{mode}: difference {difference * 1e6:.1f} µs vs bound {bound * 1e6:.1f} µs")
     rows.append(row(floor, note="physical floor"))
-    report("p8_turn", f"agent turn with vs without the checkpoint policy ({note})", rows, extra)
+    title = f"agent turn with vs without the checkpoint policy ({'; '.join(notes)})"
+    report("p8_turn", title, rows, extra)
 
 
 def main() -> None:

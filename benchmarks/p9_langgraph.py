@@ -4,7 +4,10 @@ at 1000).
 
 Ours: one ~2 KB step (5 events, two new messages) appended to a live session, then the timed
 `await ctx.sessions.flush(session)` — one `BEGIN IMMEDIATE` … `COMMIT` of the new rows only
-(`p6_sqlite_growth.Workload`), including the hop to the SQLite worker thread.
+(`p6_sqlite_growth.Workload`), in two modes: the library default (the three sizes' sessions
+share one backend and every commit hops to its I/O thread), and the `dsh` CLI's
+`inlineWriteMaxMs: 2` (each size's session alone on its own backend, so the inline gate may run
+the commit on the caller's thread as LangGraph does; docs/performance.md).
 
 LangGraph: the timed `SqliteSaver.put` (called directly, no thread hop) of a checkpoint whose
 `messages` channel holds the whole conversation, chained to the previous checkpoint as a graph
@@ -25,6 +28,7 @@ import os
 import sqlite3
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,8 @@ from benchmarks.p6_sqlite_growth import (
 )
 
 ROUNDS = 150
+#: `inlineWriteMaxMs` of the inline stacks (the `dsh` CLI's app sets the same).
+INLINE_MAX_MS = 2.0
 
 
 def as_langchain(message: dict[str, Any]) -> BaseMessage:
@@ -140,20 +146,29 @@ async def measure(rounds: int = ROUNDS, warmup: int = WARMUP) -> dict[str, list[
         os.chmod(directory, 0o700)
         saver, connection = langgraph_saver(Path(directory) / "langgraph.sqlite3")
         try:
-            async with sqlite_stack(Path(directory)) as ctx:
-                ours = [Growth(ctx, size) for size in SIZES]
+            async with AsyncExitStack() as stacks:
+                shared = await stacks.enter_async_context(sqlite_stack(Path(directory)))
+                ours = [Growth(shared, size, mode=" (I/O thread)") for size in SIZES]
+                inline = []
+                for size in SIZES:
+                    stack = sqlite_stack(Path(directory), f"inline-{size}", INLINE_MAX_MS)
+                    ctx = await stacks.enter_async_context(stack)
+                    inline.append(Growth(ctx, size, mode=" (inline gate)"))
                 lc = [LangGraphThread(saver, size, langchain=True) for size in SIZES]
                 dicts = [LangGraphThread(saver, size, langchain=False) for size in SIZES]
                 for record, count in ((False, warmup), (True, rounds)):
                     for _ in range(count):
-                        for mine, peer, plain in zip(ours, lc, dicts, strict=True):
+                        for cases in zip(ours, inline, lc, dicts, strict=True):
+                            mine, gated, peer, plain = cases
                             await mine.checkpoint(record=record)
+                            await gated.checkpoint(record=record)
                             peer.checkpoint(record=record)
                             plain.checkpoint(record=record)
         finally:
             connection.close()
     return {
         "ours": [case.series for case in ours],
+        "inline": [case.series for case in inline],
         "langchain": [case.series for case in lc],
         "dicts": [case.series for case in dicts],
     }
@@ -162,14 +177,24 @@ async def measure(rounds: int = ROUNDS, warmup: int = WARMUP) -> dict[str, list[
 def main(rounds: int = ROUNDS) -> list[Row]:
     found = anyio.run(measure, rounds)
     rows: list[Row] = []
-    speedup: dict[str, dict[str, float]] = {"langchain": {}, "dicts": {}}
+    speedup: dict[str, dict[str, dict[str, float]]] = {
+        mode: {"langchain": {}, "dicts": {}} for mode in ("thread", "inline")
+    }
     for index, size in enumerate(SIZES):
-        mine = found["ours"][index]
-        rows.append(row(mine, note="baseline: ours"))
+        mine, gated = found["ours"][index], found["inline"][index]
+        rows.append(row(mine, note="baseline: ours, library default"))
+        rows.append(row(gated, mine, "ours with the dsh CLI's inline gate"))
         for kind in ("langchain", "dicts"):
             peer = found[kind][index]
-            speedup[kind][str(size)] = peer.median / mine.median
-            rows.append(row(peer, mine, f"LangGraph / ours ({kind})"))
+            speedup["thread"][kind][str(size)] = peer.median / mine.median
+            speedup["inline"][kind][str(size)] = peer.median / gated.median
+            rows.append(
+                row(
+                    peer,
+                    mine,
+                    f"LangGraph / ours ({kind}); {peer.median / gated.median:.2f}x vs inline",
+                )
+            )
     report(
         "p9_langgraph",
         "SQLite checkpoint of one step vs LangGraph SqliteSaver.put of the conversation state "
@@ -179,6 +204,7 @@ def main(rounds: int = ROUNDS) -> list[Row]:
             "sizes": list(SIZES),
             "rounds": rounds,
             "speedup": speedup,
+            "inline_write_max_ms": INLINE_MAX_MS,
             "durability": "both: journal_mode=WAL, synchronous=FULL",
         },
     )

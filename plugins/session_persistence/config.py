@@ -18,3 +18,16 @@ class Config(BaseModel):
     )
     #: How many sessions prepared by `inspect` are kept for a following `prepare`.
     prepared_session_cache_size: int = Field(default=5, ge=0, alias="preparedSessionCacheSize")
+
+
+class InlineWrites(BaseModel):
+    """The inline-write field of the backends whose writes run on an I/O thread (JSONL, SQLite;
+    docs/performance.md): mix it into their `Config`."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    #: Run a live session's checkpoint write on the event loop's thread, skipping the I/O
+    #: thread's hand-off, while it is the backend's only live session, nothing else is queued and
+    #: the last 16 such writes each took at most this many ms (one slower: back to the thread
+    #: until 16 in a row are fast again). 0 (the default) never does; the `dsh` CLI's app sets 2.
+    inline_write_max_ms: float = Field(default=0.0, ge=0, le=1000, alias="inlineWriteMaxMs")

@@ -17,6 +17,7 @@ from .backend import JsonObject, Owner, PersistenceBackend, SetAside, Snapshot
 from .cold import ColdStore
 from .config import Config
 from .errors import SessionNotFoundError, SessionPersistenceError
+from .inline import Inlining
 from .live import LiveSessions
 from .locks import WriterLocks
 from .session_api import SessionFactory
@@ -45,6 +46,9 @@ class Coordinator:
         self.cold = ColdStore(backend, config, self.table, self.locks, new_session)
         timers = Timers(clock, config.write_batch_max_delay_ms / 1000, spawn)
         self.live = LiveSessions(backend, self.table, self.locks, self.cold, timers, spawn)
+        if isinstance(backend, Inlining):
+            bindings = self.live.bindings
+            backend.inline_gate.watch(lambda: len(bindings))
 
     # -- stored sessions ------------------------------------------------------------------------
 

@@ -14,6 +14,10 @@ taken together (two or more) and handed to the runner, which runs each inside on
 (SQLite: one transaction, one commit, so one fsync for many sessions' writes). A call's own failure
 is its alone; a failure of the unit (the runner raising) fails every call of the group that had not
 already failed. Callers are woken only once the whole unit has finished.
+
+With a `gate` (`inline.InlineGate`), a call submitted with `inline=True` runs on the loop thread
+itself when the gate allows it and nothing is queued or running here (no overflow call either);
+otherwise it is queued as usual. Either way its duration is reported to the gate.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.to_thread
+
+from .inline import InlineGate
 
 T = TypeVar("T")
 
@@ -49,22 +55,30 @@ def _waker() -> Callable[[Callable[[], object]], object]:
 class Call(Generic[T]):
     """One submitted call; a group runner calls `execute()` on each call of its group."""
 
-    __slots__ = ("done", "error", "fn", "group", "result", "wake")
+    __slots__ = ("clock", "done", "elapsed", "error", "fn", "group", "result", "wake")
 
-    def __init__(self, fn: Callable[[], T], group: bool) -> None:
+    def __init__(
+        self, fn: Callable[[], T], group: bool, clock: Callable[[], float] | None = None
+    ) -> None:
         self.fn = fn
         self.group = group
+        self.clock = clock
         self.done = anyio.Event()
         self.wake = _waker()
         self.result: T | None = None
         self.error: BaseException | None = None
+        #: How long `fn` ran, when a `clock` was given.
+        self.elapsed = 0.0
 
     def execute(self) -> None:
-        """Run the call, recording its result or its exception."""
+        """Run the call, recording its result or its exception (and its duration)."""
+        start = self.clock() if self.clock is not None else 0.0
         try:
             self.result = self.fn()
         except BaseException as error:
             self.error = error
+        if self.clock is not None:
+            self.elapsed = self.clock() - start
 
     def finish(self) -> None:
         self.wake(self.done.set)
@@ -78,24 +92,39 @@ class IoThread:
     """Runs blocking calls, one at a time and in order, on one long-lived thread."""
 
     def __init__(
-        self, name: str, *, overflow: bool = False, group: GroupRunner | None = None
+        self,
+        name: str,
+        *,
+        overflow: bool = False,
+        group: GroupRunner | None = None,
+        gate: InlineGate | None = None,
     ) -> None:
         self._name = name
         self._overflow = overflow
         self._group = group
+        self._gate = gate if gate is not None and gate.enabled else None
         self._jobs: deque[Call[Any]] = deque()
         self._guard = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         #: Calls submitted to the thread and not yet finished.
         self._queued = 0
+        #: Overflow calls running in anyio worker threads.
+        self._spilled = 0
         self._closing = False
 
-    async def run(self, fn: Callable[..., T], *args: Any, group: bool = False) -> T:
+    async def run(
+        self, fn: Callable[..., T], *args: Any, group: bool = False, inline: bool = False
+    ) -> T:
         """`fn(*args)` off the loop; its result or its exception. `group=True` lets it share a
-        unit with the group-able calls queued next to it."""
+        unit with the group-able calls queued next to it; `inline=True` lets it run on the loop
+        thread when the gate allows (see the module docstring)."""
+        gate = self._gate if inline else None
+        if gate is not None and not self._queued and not self._spilled and gate.allows():
+            return await self._inline(gate, partial(fn, *args))
         if self._overflow and self._queued:
-            return await anyio.to_thread.run_sync(partial(fn, *args))
-        call: Call[T] = Call(partial(fn, *args), group and self._group is not None)
+            return await self._spill(partial(fn, *args), gate)
+        clock = gate.clock if gate is not None else None
+        call: Call[T] = Call(partial(fn, *args), group and self._group is not None, clock)
         with self._guard:
             self._queued += 1
             self._jobs.append(call)
@@ -105,6 +134,31 @@ class IoThread:
                 self._thread.start()
         with anyio.CancelScope(shield=True):
             await call.done.wait()
+        if gate is not None:
+            gate.record(call.elapsed)
+        if call.error is not None:
+            raise call.error
+        return call.result  # type: ignore[return-value]
+
+    @staticmethod
+    async def _inline(gate: InlineGate, fn: Callable[[], T]) -> T:
+        """Run `fn` right here, without yielding (a live flush's drain yields once before)."""
+        start = gate.clock()
+        try:
+            return fn()
+        finally:
+            gate.record(gate.clock() - start)
+
+    async def _spill(self, fn: Callable[[], T], gate: InlineGate | None) -> T:
+        """Run `fn` in an anyio worker thread (this one is busy), timed for `gate`."""
+        call: Call[T] = Call(fn, False, gate.clock if gate is not None else None)
+        self._spilled += 1
+        try:
+            await anyio.to_thread.run_sync(call.execute)
+        finally:
+            self._spilled -= 1
+        if gate is not None:
+            gate.record(call.elapsed)
         if call.error is not None:
             raise call.error
         return call.result  # type: ignore[return-value]

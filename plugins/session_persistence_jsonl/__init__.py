@@ -15,6 +15,7 @@ from pydantic import Field, field_validator
 from framework import Context
 from plugins.session_persistence import Config as PersistenceConfig
 from plugins.session_persistence import mount_persistence
+from plugins.session_persistence.config import InlineWrites
 from plugins.session_persistence.home import absolute_path
 
 from .backend import Compression, JsonlBackend
@@ -41,9 +42,9 @@ aliases = ["@deepseek-ai/dsh-session-persistence-jsonl"]
 inject = ["sessions"]
 
 
-class Config(PersistenceConfig):
-    """`root` (default `$DSH_HOME/sessions`), `compression` and `pack_chunks`, plus the common
-    persistence fields."""
+class Config(PersistenceConfig, InlineWrites):
+    """`root` (default `$DSH_HOME/sessions`), `compression`, `pack_chunks` and
+    `inline_write_max_ms`, plus the common persistence fields."""
 
     #: Directory holding every project's sessions; absolute. Unset: `$DSH_HOME/sessions`.
     root: str | None = None
@@ -65,6 +66,7 @@ class Config(PersistenceConfig):
             self.root if self.root is not None else default_root(),
             compression=self.compression,
             pack_chunks=self.pack_chunks,
+            inline_write_max_ms=self.inline_write_max_ms,
         )
 
 

@@ -1,8 +1,9 @@
 """The JSONL storage engine: one append-only log file per session (docs/persistence.md).
 
 All file I/O is synchronous and runs off the loop, on the backend's I/O thread (or a worker
-thread while that one is busy: `offload.IoThread`); the coordinator never overlaps two calls for
-one id, so per-id state needs no further locking.
+thread while that one is busy: `offload.IoThread`), except a live session's append when the
+inline gate allows it (`inline.InlineGate`, off by default); the coordinator never overlaps two
+calls for one id, so per-id state needs no further locking.
 
 Format versions: a header whose `version` is not 0 is returned as is, with no events decoded
 and no shape check, so the coordinator refuses it with the spec's `SessionFormatUnsupportedError`
@@ -43,6 +44,7 @@ from plugins.session_persistence.errors import (
     StaleWriterError,
 )
 from plugins.session_persistence.header import meta_of, stored_header
+from plugins.session_persistence.inline import InlineGate
 from plugins.session_persistence.offload import IoThread
 from plugins.session_persistence.packing import encode_records
 
@@ -116,8 +118,9 @@ class JsonlBackend(BackendBase):
     """JSONL logs under `root`: `<root>/<project>/<segment(id)>/session.jsonl[.zstd]`.
 
     `compression` is `"zstd"` (one checksummed frame per durable batch) or `"none"`;
-    `pack_chunks` stores runs of streaming deltas as packed rows. `fileops` is the seam for the
-    write path's OS calls (fault injection in tests).
+    `pack_chunks` stores runs of streaming deltas as packed rows. `inline_write_max_ms` above 0
+    lets appends run on the loop thread under `inline_gate` (docs/performance.md). `fileops` is
+    the seam for the write path's OS calls (fault injection in tests).
     """
 
     name: str = "session-persistence-jsonl"
@@ -128,6 +131,7 @@ class JsonlBackend(BackendBase):
         *,
         compression: Compression = "zstd",
         pack_chunks: bool = True,
+        inline_write_max_ms: float = 0.0,
         fileops: FileOps | None = None,
     ) -> None:
         if compression not in ("zstd", "none"):
@@ -138,7 +142,8 @@ class JsonlBackend(BackendBase):
         self.compression: Final[Compression] = compression
         self.pack_chunks: Final = pack_chunks
         self._io = fileops or FileOps()
-        self._thread = IoThread(f"dsh-jsonl {root}", overflow=True)
+        self.inline_gate = InlineGate(inline_write_max_ms)
+        self._thread = IoThread(f"dsh-jsonl {root}", overflow=True, gate=self.inline_gate)
         self._log_name = log_name(compression)
         self._other_name = log_name("none" if compression == "zstd" else "zstd")
         self._owners: dict[str, _Owner] = {}
@@ -168,7 +173,9 @@ class JsonlBackend(BackendBase):
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
         """Make `events` durable as one unit (creating the log with them when not materialized)."""
-        await self._run(self._append_batch, meta, list(events), is_materialized)
+        await self._thread.run(
+            self._append_batch, meta, list(events), is_materialized, inline=is_materialized
+        )
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]

@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 from framework import Context
 from plugins.session_persistence import Config as PersistenceConfig
 from plugins.session_persistence import mount_persistence
+from plugins.session_persistence.config import InlineWrites
 from plugins.session_persistence.home import absolute_path
 
 from .backend import SqliteBackend
@@ -38,9 +39,9 @@ aliases = ["@deepseek-ai/dsh-session-persistence-sqlite"]
 inject = ["sessions"]
 
 
-class Config(PersistenceConfig):
-    """`path` (default `$DSH_HOME/sessions.sqlite3`; `~` expanded), `journal_mode` and
-    `busy_timeout_ms`, plus the common persistence fields."""
+class Config(PersistenceConfig, InlineWrites):
+    """`path` (default `$DSH_HOME/sessions.sqlite3`; `~` expanded), `journal_mode`,
+    `busy_timeout_ms` and `inline_write_max_ms`, plus the common persistence fields."""
 
     #: The database file; absolute after `~` expansion. Unset: `$DSH_HOME/sessions.sqlite3`.
     path: str | None = None
@@ -62,6 +63,7 @@ class Config(PersistenceConfig):
             self.path if self.path is not None else default_path(),
             journal_mode=self.journal_mode,
             busy_timeout_ms=self.busy_timeout_ms,
+            inline_write_max_ms=self.inline_write_max_ms,
         )
 
 

@@ -2,11 +2,12 @@
 
 Threading: the stdlib `sqlite3` connection is used by one thread at a time. Every operation
 (row encoding included) runs on the backend's long-lived I/O thread (`offload.IoThread`), one
-call at a time in submission order, so the event loop never blocks and asyncio and trio behave
-alike; the connection is opened with `check_same_thread=False` because that thread is replaced
-after an idle spell. A `threading.Lock` serializes those calls with the lock heartbeat thread.
-Cancelling a caller never abandons a running statement (the I/O thread finishes its transaction
-first).
+call at a time in submission order, so asyncio and trio behave alike; only a live session's
+append may run on the loop thread instead, while the inline gate allows it (`inline.InlineGate`,
+off by default). The connection is opened with `check_same_thread=False` because that thread is
+replaced after an idle spell. A `threading.Lock` serializes those calls with the lock heartbeat
+thread. Cancelling a caller never abandons a running statement (the I/O thread finishes its
+transaction first).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from plugins.session_persistence.errors import (
     StaleWriterError,
 )
 from plugins.session_persistence.header import header_columns, meta_of_columns
+from plugins.session_persistence.inline import InlineGate
 from plugins.session_persistence.offload import Call, IoThread
 
 from .database import JournalMode, check_schema, open_database, open_reader
@@ -91,6 +93,7 @@ class SqliteBackend(BackendBase):
         heartbeat_s: float = HEARTBEAT_S,
         stale_ms: int = STALE_MS,
         host: str = HOST,
+        inline_write_max_ms: float = 0.0,
     ) -> None:
         self.path = Path(path).expanduser()
         if not self.path.is_absolute():
@@ -109,7 +112,10 @@ class SqliteBackend(BackendBase):
         self._mutex = threading.RLock()
         #: True while a group commit's transaction is open (its calls use savepoints).
         self._grouped = False
-        self._thread = IoThread(f"dsh-sqlite {path}", group=self._commit_group)
+        self.inline_gate = InlineGate(inline_write_max_ms)
+        self._thread = IoThread(
+            f"dsh-sqlite {path}", group=self._commit_group, gate=self.inline_gate
+        )
         self._heartbeat: list[Heartbeat] = []
         #: session id -> the lock token this instance holds.
         self._tokens: dict[str, str] = {}
@@ -136,7 +142,9 @@ class SqliteBackend(BackendBase):
         """One `BEGIN IMMEDIATE` transaction: checks, the session row on first write, rows."""
         if events or not is_materialized:
             args = (meta, list(events), is_materialized)
-            await self._thread.run(self._call, self._append_batch, args, False, group=True)
+            await self._thread.run(
+                self._call, self._append_batch, args, False, group=True, inline=is_materialized
+            )
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]

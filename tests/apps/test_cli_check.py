@@ -200,7 +200,7 @@ def test_check_catches_session_folders_the_backend_refuses(dsh: Sandbox) -> None
     result = dsh("check", env={"DSH_HOME": str(blocker)})
     assert result.returncode == 2
     assert result.stdout.splitlines() == [
-        f"{CONFIG / 'app.yml'}:{_app_line('- id: session-persistence')}:3: session root "
+        f"{CONFIG / 'app.yml'}:{_app_line('- id: session-persistence', 3)}:5: session root "
         f'"{blocker}/sessions" of entry '
         f'session-persistence cannot be used: "{blocker}" is not a directory'
     ]

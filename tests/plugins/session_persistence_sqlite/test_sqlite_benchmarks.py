@@ -29,5 +29,5 @@ async def test_p9_langgraph_runs() -> None:
 
     found = await p9_langgraph.measure(rounds=2, warmup=1)
     assert {kind: [len(s.samples) for s in series] for kind, series in found.items()} == {
-        kind: [2, 2, 2] for kind in ("ours", "langchain", "dicts")
+        kind: [2, 2, 2] for kind in ("ours", "inline", "langchain", "dicts")
     }
