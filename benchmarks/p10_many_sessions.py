@@ -6,8 +6,9 @@ Ours: every session runs `TURNS` turns of two steps each (a tool call, then a te
 sessions concurrently on one event loop. Measured: durable steps per second (wall time of the
 whole run), the latency of each checkpoint (from the policy's `checkpoint/flushed` events),
 and commits per checkpoint (SQLite: the COMMITs its connection runs, one per group of sessions'
-appends; PostgreSQL and JSONL: `append_batch` calls, each one transaction / one fsync; divided
-by checkpoints).
+appends; PostgreSQL: the transactions that stored event rows, read back from the server as the
+distinct `xmin` of the run's `dsh_events` rows (a group of sessions' appends is one); JSONL:
+`append_batch` calls, each one fsync of one log; divided by checkpoints).
 
 LangGraph: the same agent as a LangGraph graph (`MessagesState`, a scripted model node that
 answers like the replay script, `ToolNode` running the same `lookup`), the same number of
@@ -139,8 +140,9 @@ async def run_ours(engine: str, ctx: Context, sessions: int, cwd: str) -> Outcom
     real_append = backend.append_batch
     commits = 0
     # SQLite groups the appends of many sessions into one transaction: count its COMMITs (all
-    # of them, lock rows' included) on every connection it opens; elsewhere one append is one
-    # transaction (PostgreSQL) or one fsync of one log (JSONL).
+    # of them, lock rows' included) on every connection it opens. PostgreSQL groups them too:
+    # the server tells, after the run, how many transactions wrote the rows. A JSONL append is
+    # one fsync of one log.
     sqlite = engine == "sqlite"
     real_connect = getattr(backend, "_connect", None)
 
@@ -158,7 +160,7 @@ async def run_ours(engine: str, ctx: Context, sessions: int, cwd: str) -> Outcom
 
     async def counting_append(*args: Any, **kwargs: Any) -> Any:
         nonlocal commits
-        if not sqlite:
+        if engine == "jsonl":
             commits += 1
         return await real_append(*args, **kwargs)
 
@@ -182,6 +184,8 @@ async def run_ours(engine: str, ctx: Context, sessions: int, cwd: str) -> Outcom
             for handle in handles:
                 tg.start_soon(drive, handle)
         seconds = time.perf_counter() - start
+        if engine == "postgres":
+            commits = event_transactions(backend.schema)
     finally:
         dispose()
         backend.append_batch = real_append
@@ -190,6 +194,20 @@ async def run_ours(engine: str, ctx: Context, sessions: int, cwd: str) -> Outcom
         for handle in handles:
             await handle.dispose()
     return Outcome(engine, sessions, seconds, sessions * TURNS * 2, checkpoints, commits, latencies)
+
+
+def event_transactions(schema: str) -> int:
+    """How many transactions wrote the event rows of PostgreSQL schema `schema`: rows inserted
+    by one transaction share its id (`xmin`)."""
+    with psycopg.connect(DSN) as conn:
+        cursor = conn.execute(
+            sql.SQL("SELECT count(DISTINCT xmin::text) FROM {}.dsh_events").format(
+                sql.Identifier(schema)
+            )
+        )
+        row = cursor.fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def lookup_graph(saver: Any) -> Any:

@@ -4,9 +4,10 @@ Every write is one transaction: the session row is locked `FOR UPDATE` (or, for 
 inserted with `ON CONFLICT DO NOTHING`: a conflict is a lost race), the writer lock, owner token
 and stale-writer (`next_seq`) checks are verified, the events go in with one
 `INSERT ... SELECT FROM unnest(...)`, `next_seq` and `revision` advance, COMMIT
-(`synchronous_commit = on`: durable on return). An append to a materialized session, the hot
-path, sends all of that as one autocommit statement (one round trip); the first batch and
-repairs use an explicit transaction.
+(`synchronous_commit = on`: durable on return). Appends (first batches included), the hot
+path, go through the group commit (`group.py`): the appends of every session waiting at once
+are one autocommit statement (one round trip, one transaction, one WAL flush), each session
+checked on its own. Repairs and deletes use an explicit transaction.
 
 Writer exclusion: a live session's advisory lock (key: `lock_key(id)`) is held with
 `pg_try_advisory_lock` on one dedicated connection outside the pool, so the server frees it when
@@ -29,7 +30,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import anyio
 import psycopg
@@ -64,22 +65,51 @@ from .connection import (
     require_asyncio,
     scrub,
 )
+from .group import GroupCommit
 from .lockwatch import LockWatch, readable
-from .rows import EventColumns, encode_events, header_values, meta_of, scan_rows
+from .rows import EventColumns, GroupArrays, encode_events, header_values, meta_of, scan_rows
 from .schema import Statements, ensure_schema
 
 __all__ = ["PostgresBackend"]
 
 Connection = psycopg.AsyncConnection[TupleRow]
-#: A write's body: given the connection and the locked session row's `(next_seq, revision)`
-#: (None for the first batch), it writes and returns the new `next_seq`.
-_Body = Callable[[Connection, tuple[int, int] | None], Awaitable[int]]
+#: A write's body: given the connection and the locked session row's `(next_seq, revision)`,
+#: it writes and returns the new `next_seq`.
+_Body = Callable[[Connection, tuple[int, int]], Awaitable[int]]
 
 
 _log = logging.getLogger("plugins.session_persistence_postgres")
 
 #: How long a lock whose recorded holder is a dead process on this host is waited for.
 DEAD_HOLDER_GRACE_S: Final = 2.0
+
+
+class _Batch(NamedTuple):
+    """One session's append waiting for its group; `header` (the session row's columns) makes
+    it the first batch, creating the session."""
+
+    session_id: str
+    columns: EventColumns
+    header: dict[str, Any] | None
+
+
+class _Checked(NamedTuple):
+    """What a group append sent and checked for one session, and whether it wrote."""
+
+    owned: bool
+    lock_pid: int
+    seen: int | None
+    locked: bool
+    token: str | None
+    pid: int | None
+    host: str | None
+    stored: bool
+    next_seq: int | None
+    written: bool
+
+
+#: A group append's outcome for one session: what was checked, or that session's own error.
+_Outcome = _Checked | BaseException
 
 
 class _LockLost(Exception):
@@ -133,6 +163,7 @@ class PostgresBackend(BackendBase):
         self._watch = LockWatch(self._check_lock_connection)
         #: `next_seq` of each id as this instance last read or wrote it (stale-writer check).
         self._seen: dict[str, int] = {}
+        self._group: GroupCommit[_Batch, _Checked] = GroupCommit(self._write_group)
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -202,6 +233,7 @@ class PostgresBackend(BackendBase):
             if self._closed:
                 return
             self._closed = True
+        await self._group.aclose()
         await self._watch.aclose()
         pool, conn = self._pool, self._lock_conn
         self._pool = self._lock_conn = None
@@ -270,68 +302,117 @@ class PostgresBackend(BackendBase):
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
         """Make `events` durable as one transaction (creating the session row with them when
-        not materialized)."""
+        not materialized), shared with the appends of other sessions waiting at once."""
         check_id(meta["id"])
         session_id: str = meta["id"]
         columns = encode_events(session_id, events)
         if not is_materialized:
-            header = header_values(meta)
-
-            async def materialize(conn: Connection, state: tuple[int, int] | None) -> int:
-                cursor = await conn.execute(
-                    self._sql.insert_session,
-                    {**header, "incarnation": uuid.uuid4(), "next_seq": len(columns.seqs)},
-                )
-                if await cursor.fetchone() is None:
-                    raise SessionExistsError(
-                        f'session "{session_id}" already has a persisted log in PostgreSQL '
-                        f'schema "{self.schema}" (another writer created it first)'
-                    )
-                return await self._insert(conn, session_id, columns, 0, advance=False)
-
-            await self._transaction(session_id, materialize, first=True)
+            header = {**header_values(meta), "incarnation": str(uuid.uuid4())}
+            await self._append(_Batch(session_id, columns, header))
         elif events:
-            await self._append(session_id, columns)
+            await self._append(_Batch(session_id, columns, None))
 
-    async def _append(self, session_id: str, columns: EventColumns) -> None:
-        """The hot path: the whole transaction (row lock, checks, insert, advance) is one
-        autocommit statement, one round trip; a refused check writes nothing and is diagnosed
-        from the row the statement returns."""
+    async def _append(self, batch: _Batch) -> None:
+        """The hot path: the append joins the group commit (`_write_group`); a refused check
+        wrote nothing and is diagnosed from what the statement returned."""
+        session_id = batch.session_id
         self._refuse_lost(session_id)
-        start, end = columns.seqs[0], columns.seqs[0] + len(columns.seqs)
-        seen = self._seen.get(session_id)
-        arrays = columns.arrays()
         for attempt in range(2):
-            owned = session_id in self._held
-            params = {
-                **self._lock_params(session_id),
-                "token": self._token if owned else None,
-                "seen": seen,
-                "start": start,
-                "end": end,
-                **arrays,
-            }
-            async with self._connection(f'writing session "{session_id}"') as conn:
-                cursor = await conn.execute(self._sql.append[owned], params)
-                row = await cursor.fetchone()
-            if row is None:
-                raise StaleWriterError(session_id)
-            locked, token, pid, host, next_seq, _, written = row
-            if written:
-                self._seen[session_id] = end
+            checked = await self._group.submit(session_id, batch)
+            if checked.written:
                 return
             try:
-                self._check_lock(session_id, owned, locked, token, pid, host)
+                self._check_lock(
+                    session_id,
+                    checked.owned,
+                    checked.locked,
+                    checked.token,
+                    checked.pid,
+                    checked.host,
+                )
             except _LockLost:
                 if attempt:
-                    raise self._lose(session_id, pid, host) from None
-                await self._reacquire(session_id, params["lock_pid"])
+                    raise self._lose(session_id, checked.pid, checked.host) from None
+                await self._reacquire(session_id, checked.lock_pid)
                 continue
-            if next_seq != seen:
+            if batch.header is not None:
+                raise SessionExistsError(
+                    f'session "{session_id}" already has a persisted log in PostgreSQL '
+                    f'schema "{self.schema}" (another writer created it first)'
+                )
+            if not checked.stored or checked.next_seq != checked.seen:
                 raise StaleWriterError(session_id)
             raise SessionPersistenceError(
-                f"session {session_id} append starts at seq {start}, stored next seq is {next_seq}"
+                f"session {session_id} append starts at seq {batch.columns.seqs[0]}, stored next "
+                f"seq is {checked.next_seq}"
             )
+
+    async def _write_group(self, batches: Sequence[_Batch]) -> list[_Outcome]:
+        """Group commit: the appends of many sessions (`batches`, at most one per session) in
+        one statement, so one transaction and one commit (docs/performance.md).
+
+        Each session keeps its own checks (writer lock, owner token, `next_seq`); a refused one
+        writes nothing and the others go on. `next_seq` is recorded only for what the statement
+        committed. A statement that fails on a usable connection (a bad row, a constraint) is
+        retried session by session, so the failure stays with its session; a broken connection
+        (or an unknown outcome) fails the whole group, and nothing of it is recorded."""
+        lost = {index: self._lost.get(batch.session_id) for index, batch in enumerate(batches)}
+        sent = [batch for index, batch in enumerate(batches) if lost[index] is None]
+        arrays = GroupArrays()
+        for session_id, columns, header in sent:
+            arrays.add(
+                session_id,
+                columns,
+                key=lock_key(session_id),
+                lock_pid=self._lock_pid,
+                token=self._token if session_id in self._held else None,
+                seen=self._seen.get(session_id),
+                header=header,
+            )
+        outcomes = iter(await self._write_together(arrays, sent) if sent else [])
+        return [next(outcomes) if error is None else error for error in lost.values()]
+
+    async def _write_together(self, arrays: GroupArrays, sent: Sequence[_Batch]) -> list[_Outcome]:
+        """Run the group statement for `sent` (`arrays` holds their parameters)."""
+        alone = len(sent) == 1
+        what = (
+            f'writing session "{sent[0].session_id}"' if alone else f"writing {len(sent)} sessions"
+        )
+        pool = await self._ready()
+        try:
+            async with pool.connection() as conn:
+                try:
+                    cursor = await conn.execute(self._sql.append_group, arrays.params())
+                    rows = await cursor.fetchall()
+                except psycopg.Error:
+                    if alone or conn.broken:
+                        raise
+                    rows = None
+        except psycopg.Error as error:
+            raise self._error(what, error) from None
+        if rows is None:  # the statement failed on a live connection: find whose rows did
+            return [await self._write_alone(batch) for batch in sent]
+        checked = {row[0]: row[1:] for row in rows}
+        outcomes: list[_Outcome] = []
+        for position, batch in enumerate(sent):
+            outcome = _Checked(
+                arrays.owned[position],
+                arrays.lock_pids[position],
+                arrays.seens[position],
+                *checked[batch.session_id],
+            )
+            if outcome.written:
+                self._seen[batch.session_id] = arrays.ends[position]
+            outcomes.append(outcome)
+        return outcomes
+
+    async def _write_alone(self, batch: _Batch) -> _Outcome:
+        """One session's append as a group of its own; its error is its outcome."""
+        try:
+            (outcome,) = await self._write_group([batch])
+        except DatabaseError as error:
+            return error
+        return outcome
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -345,14 +426,13 @@ class PostgresBackend(BackendBase):
         session_id: str = meta["id"]
         columns = encode_events(session_id, closers)
 
-        async def repair(conn: Connection, state: tuple[int, int] | None) -> int:
-            assert state is not None
+        async def repair(conn: Connection, state: tuple[int, int]) -> int:
             next_seq, _ = state
             if next_seq != self._seen.get(session_id):
                 raise StaleWriterError(session_id)
             return await self._insert(conn, session_id, columns, next_seq)
 
-        await self._transaction(session_id, repair, first=False)
+        await self._transaction(session_id, repair)
         return None
 
     async def delete_stored(self, session_id: str) -> bool:
@@ -360,30 +440,23 @@ class PostgresBackend(BackendBase):
         if await self.read_stored_revision(session_id) is None:
             return False
 
-        async def delete(conn: Connection, state: tuple[int, int] | None) -> int:
+        async def delete(conn: Connection, state: tuple[int, int]) -> int:
             await conn.execute(self._sql.delete_session, (session_id,))
             return 0
 
-        await self._transaction(session_id, delete, first=False)
+        await self._transaction(session_id, delete)
         self._seen.pop(session_id, None)
         return True
 
     async def _insert(
-        self,
-        conn: Connection,
-        session_id: str,
-        columns: EventColumns,
-        start: int,
-        *,
-        advance: bool = True,
+        self, conn: Connection, session_id: str, columns: EventColumns, start: int
     ) -> int:
         """Insert the rows (numbered from `start`: the coordinator checked the batch continues
         the log) and advance the session row; the new `next_seq`."""
         end = start + len(columns.seqs)
         if columns.seqs:
             await conn.execute(self._sql.insert_events, {"id": session_id, **columns.arrays()})
-        if advance:
-            await conn.execute(self._sql.advance, (end, session_id))
+        await conn.execute(self._sql.advance, (end, session_id))
         return end
 
     def _lock_params(self, session_id: str) -> dict[str, Any]:
@@ -411,9 +484,9 @@ class PostgresBackend(BackendBase):
         if owned and token != self._token:
             raise SessionLockedError(session_id, pid, host)
 
-    async def _transaction(self, session_id: str, body: _Body, *, first: bool) -> None:
+    async def _transaction(self, session_id: str, body: _Body) -> None:
         """Run `body` in one explicit transaction after the lock checks (the session row locked
-        `FOR UPDATE` unless `first`); re-acquire a lost live lock once."""
+        `FOR UPDATE`); re-acquire a lost live lock once."""
         self._refuse_lost(session_id)
         for attempt in range(2):
             owned = session_id in self._held
@@ -421,12 +494,12 @@ class PostgresBackend(BackendBase):
             try:
                 what = f'writing session "{session_id}"'
                 async with self._connection(what) as conn, conn.transaction():
-                    cursor = await conn.execute(self._sql.checks[(owned, first)], params)
+                    cursor = await conn.execute(self._sql.checks[owned], params)
                     row = await cursor.fetchone()
                     if row is None:
                         raise StaleWriterError(session_id)
                     self._check_lock(session_id, owned, *row[:4])
-                    end = await body(conn, None if first else (row[4], row[5]))
+                    end = await body(conn, (row[4], row[5]))
             except _LockLost:
                 if attempt:
                     raise self._lose(session_id, None, None) from None

@@ -9,7 +9,7 @@ loaded event has the same JSON text as the one appended (live, closer and loaded
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from plugins.session.jsonutil import dumps, loads
@@ -22,10 +22,13 @@ __all__ = [
     "EVENT_COLUMNS",
     "HEADER_COLUMNS",
     "EventColumns",
+    "GroupArrays",
     "encode_events",
     "header_values",
+    "int_array",
     "meta_of",
     "scan_rows",
+    "text_array",
 ]
 
 #: Columns of `dsh_events` a load reads, in this order.
@@ -50,6 +53,9 @@ HEADER_COLUMNS: Final = (
     ("agentPreset", "agent_preset", str),
 )
 
+_HEADER_NAMES: Final = tuple(column for _, column, _ in HEADER_COLUMNS)
+_INT_COLUMNS: Final = {"version", *(column for _, column, kind in HEADER_COLUMNS if kind is int)}
+
 _CODE: Final = {
     "type": "t",
     "seq": "s",
@@ -67,9 +73,14 @@ def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _text_array(values: Sequence[str | None]) -> str:
+def text_array(values: Sequence[str | None]) -> str:
     """A PostgreSQL array literal of text values (NULL for None)."""
     return "{" + ",".join(["NULL" if v is None else _quoted(v) for v in values]) + "}"
+
+
+def int_array(values: Sequence[int | None]) -> str:
+    """A PostgreSQL array literal of integers (NULL for None)."""
+    return "{" + ",".join(["NULL" if v is None else str(v) for v in values]) + "}"
 
 
 @dataclass(slots=True)
@@ -85,20 +96,114 @@ class EventColumns:
     ignorable: list[bool | None]
     key_orders: list[str]
 
+    def extend(self, other: EventColumns) -> None:
+        """Append `other`'s rows after these."""
+        self.seqs += other.seqs
+        self.types += other.types
+        self.times += other.times
+        self.data += other.data
+        self.source_event_seqs += other.source_event_seqs
+        self.surface_ops += other.surface_ops
+        self.ignorable += other.ignorable
+        self.key_orders += other.key_orders
+
     def arrays(self) -> dict[str, str]:
         """The columns as array literals, the statements' parameters `seqs`, `types`, `times`,
         `data`, `ses`, `surface_ops`, `ignorable`, `key_orders` (one text parameter each is far
         cheaper to send than a Python list adapted element by element)."""
         flags = {None: "NULL", True: "t", False: "f"}
         return {
-            "seqs": "{" + ",".join(map(str, self.seqs)) + "}",
-            "types": _text_array(self.types),
-            "times": "{" + ",".join(map(str, self.times)) + "}",
-            "data": _text_array(self.data),
-            "ses": _text_array(self.source_event_seqs),
-            "surface_ops": _text_array(self.surface_ops),
+            "seqs": int_array(self.seqs),
+            "types": text_array(self.types),
+            "times": int_array(self.times),
+            "data": text_array(self.data),
+            "ses": text_array(self.source_event_seqs),
+            "surface_ops": text_array(self.surface_ops),
             "ignorable": "{" + ",".join([flags[flag] for flag in self.ignorable]) + "}",
-            "key_orders": _text_array(self.key_orders),
+            "key_orders": text_array(self.key_orders),
+        }
+
+
+def _empty() -> EventColumns:
+    return EventColumns([], [], [], [], [], [], [], [])
+
+
+@dataclass(slots=True)
+class GroupArrays:
+    """The parameters of one group append (`Statements.append_group`), gathered session by
+    session: one element per session in the session arrays, one per row in the event ones."""
+
+    ids: list[str] = field(default_factory=list)
+    first: list[bool] = field(default_factory=list)
+    owned: list[bool] = field(default_factory=list)
+    keys: list[int] = field(default_factory=list)
+    lock_pids: list[int] = field(default_factory=list)
+    tokens: list[str | None] = field(default_factory=list)
+    seens: list[int | None] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    #: The `header_values` columns (and `incarnation`) of first batches, None for the others.
+    headers: dict[str, list[Any]] = field(
+        default_factory=lambda: {
+            column: [] for column in ("version", *_HEADER_NAMES, "incarnation")
+        }
+    )
+    event_ids: list[str] = field(default_factory=list)
+    events: EventColumns = field(default_factory=_empty)
+
+    def add(
+        self,
+        session_id: str,
+        columns: EventColumns,
+        *,
+        key: int,
+        lock_pid: int,
+        token: str | None,
+        seen: int | None,
+        header: dict[str, Any] | None,
+    ) -> None:
+        """One session's append: its lock key, the lock connection that must hold the key,
+        its owner token (None: not owned, take the lock for the transaction), the `next_seq`
+        this instance last saw, its rows, and for a first batch (creating the session row)
+        its `header_values` plus `incarnation`."""
+        start = columns.seqs[0] if columns.seqs else 0
+        self.ids.append(session_id)
+        self.first.append(header is not None)
+        for column, values in self.headers.items():
+            values.append(None if header is None else header[column])
+        self.owned.append(token is not None)
+        self.keys.append(key)
+        self.lock_pids.append(lock_pid)
+        self.tokens.append(token)
+        self.seens.append(seen)
+        self.starts.append(start)
+        self.ends.append(start + len(columns.seqs))
+        self.event_ids += [session_id] * len(columns.seqs)
+        self.events.extend(columns)
+
+    def params(self) -> dict[str, str]:
+        """The statement's parameters as array literals."""
+        flags = {True: "t", False: "f"}
+        unsigned = [key % 2**64 for key in self.keys]
+        header = {
+            column: int_array(values) if column in _INT_COLUMNS else text_array(values)
+            for column, values in self.headers.items()
+        }
+        return {
+            "ids": text_array(self.ids),
+            "first": "{" + ",".join([flags[flag] for flag in self.first]) + "}",
+            "owned": "{" + ",".join([flags[flag] for flag in self.owned]) + "}",
+            "keys": int_array(self.keys),
+            "lock_pids": int_array(self.lock_pids),
+            "his": int_array([key >> 32 for key in unsigned]),
+            "los": int_array([key & 0xFFFFFFFF for key in unsigned]),
+            "tokens": text_array(self.tokens),
+            "seens": int_array(self.seens),
+            "starts": int_array(self.starts),
+            "ends": int_array(self.ends),
+            **header,
+            "event_ids": text_array(self.event_ids),
+            **self.events.arrays(),
         }
 
 
@@ -115,7 +220,7 @@ def _is_int64(value: object) -> bool:
 
 def encode_events(session_id: str, events: Sequence[JsonObject]) -> EventColumns:
     """The column arrays of `events`; refuses envelopes the row shape cannot hold."""
-    out = EventColumns([], [], [], [], [], [], [], [])
+    out = _empty()
     for event in events:
         seq = event.get("seq")
         try:

@@ -19,8 +19,13 @@ __all__ = ["SCHEMA_VERSION", "Statements", "ensure_schema"]
 #: The table layout this build reads and writes.
 SCHEMA_VERSION: Final = 1
 
-_HEADER: Final = "version, id, " + ", ".join(column for _, column, _ in HEADER_COLUMNS)
+_HEADER_NAMES: Final = ", ".join(column for _, column, _ in HEADER_COLUMNS)
+_HEADER: Final = "version, id, " + _HEADER_NAMES
 _EVENT: Final = ", ".join(EVENT_COLUMNS)
+#: The header columns after `version, id` as array parameters named after their columns.
+_HEADER_ARRAYS: Final = ", ".join(
+    f"%({column})s::{'bigint' if kind is int else 'text'}[]" for _, column, kind in HEADER_COLUMNS
+)
 
 _STATE_DDL: Final = """CREATE TABLE {s}.dsh_persistence_state (
     singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
@@ -79,12 +84,7 @@ _OWNED: Final = """EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
 _TRANSIENT: Final = "pg_try_advisory_xact_lock(%(key)s)"
 
 
-def _check(lock: LiteralString, *, first: bool) -> LiteralString:
-    if first:
-        return (
-            "SELECT " + lock + ", o.token, o.pid, o.host FROM (VALUES (1)) AS v "
-            "LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = %(id)s"
-        )
+def _check(lock: LiteralString) -> LiteralString:
     return (
         "SELECT " + lock + ", o.token, o.pid, o.host, s.next_seq, s.revision "
         "FROM {s}.dsh_sessions AS s "
@@ -93,24 +93,58 @@ def _check(lock: LiteralString, *, first: bool) -> LiteralString:
     )
 
 
-def _append(lock: LiteralString) -> LiteralString:
-    return (
-        "WITH s AS MATERIALIZED (SELECT " + lock + " AS locked, o.token, o.pid, o.host, "
-        """s.next_seq, s.revision
-            FROM {s}.dsh_sessions AS s
-            LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = s.id
-            WHERE s.id = %(id)s FOR UPDATE OF s),
-        go AS MATERIALIZED (SELECT COALESCE(locked
-                AND (%(token)s::text IS NULL OR token = %(token)s::text)
-                AND next_seq = %(seen)s::bigint AND next_seq = %(start)s::bigint, false) AS ok
-            FROM s),
-        ins AS ("""
-        + _INSERT_EVENTS
-        + """ WHERE (SELECT ok FROM go)),
-        upd AS (UPDATE {s}.dsh_sessions SET next_seq = %(end)s, revision = revision + 1
-            WHERE id = %(id)s AND (SELECT ok FROM go) RETURNING 1)
-        SELECT locked, token, pid, host, next_seq, revision, EXISTS (SELECT 1 FROM upd) FROM s"""
-    )
+#: The appends of a group of sessions as one autocommit statement (so one transaction, one
+#: commit): lock the stored session rows `FOR UPDATE` (in id order), read this instance's
+#: advisory locks from `pg_locks` once, check each session, create the rows of the first
+#: batches (`ON CONFLICT DO NOTHING`: a conflict is a lost race), insert the event rows of every
+#: session that passed and advance the stored ones; one row per session with what was checked
+#: and whether it was written.
+_APPEND_GROUP: Final = (
+    """WITH g AS (SELECT * FROM unnest(%(ids)s::text[], %(first)s::boolean[], %(owned)s::boolean[],
+            %(keys)s::bigint[], %(lock_pids)s::integer[], %(his)s::bigint[], %(los)s::bigint[],
+            %(tokens)s::text[], %(seens)s::bigint[], %(starts)s::bigint[], %(ends)s::bigint[],
+            %(version)s::integer[], """
+    + _HEADER_ARRAYS
+    + """, %(incarnation)s::uuid[])
+            AS g(id, first, owned, key, lock_pid, hi, lo, mine, seen, start, stop, version, """
+    + _HEADER_NAMES
+    + """, incarnation)),
+        s AS MATERIALIZED (SELECT id, next_seq, revision FROM {s}.dsh_sessions
+            WHERE id = ANY (%(ids)s::text[]) ORDER BY id FOR UPDATE),
+        held AS MATERIALIZED (SELECT pid, classid::bigint AS hi, objid::bigint AS lo
+            FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+            AND pid = ANY (%(lock_pids)s::integer[])),
+        c AS MATERIALIZED (SELECT g.*, CASE WHEN g.owned THEN EXISTS (SELECT 1 FROM held AS h
+                WHERE h.pid = g.lock_pid AND h.hi = g.hi AND h.lo = g.lo)
+                ELSE pg_try_advisory_xact_lock(g.key) END AS locked,
+            o.token, o.pid AS owner_pid, o.host, s.id IS NOT NULL AS stored, s.next_seq,
+            s.revision
+            FROM g LEFT JOIN s ON s.id = g.id
+            LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = g.id),
+        go AS MATERIALIZED (SELECT * FROM c WHERE locked AND (mine IS NULL OR token = mine)
+            AND CASE WHEN first THEN NOT stored
+                ELSE next_seq = seen AND next_seq = start END),
+        made AS (INSERT INTO {s}.dsh_sessions ("""
+    + _HEADER
+    + """, incarnation, revision, next_seq)
+            SELECT """
+    + _HEADER
+    + """, incarnation, 1, stop FROM go WHERE first
+            ON CONFLICT (id) DO NOTHING RETURNING id),
+        ins AS (INSERT INTO {s}.dsh_events (session_id, """
+    + _EVENT
+    + """) SELECT r.id, r.seq, r.type, r.time, r.data, r.ses::bigint[], r.surface_op,
+                r.ignorable, r.key_order
+            FROM unnest(%(event_ids)s::text[], %(seqs)s::bigint[], %(types)s::text[],
+                %(times)s::bigint[], %(data)s::text[], %(ses)s::text[], %(surface_ops)s::text[],
+                %(ignorable)s::boolean[], %(key_orders)s::text[])
+                AS r(id, seq, type, time, data, ses, surface_op, ignorable, key_order)
+            WHERE r.id IN (SELECT id FROM go WHERE NOT first UNION ALL SELECT id FROM made)),
+        upd AS (UPDATE {s}.dsh_sessions AS t SET next_seq = go.stop, revision = t.revision + 1
+            FROM go WHERE t.id = go.id AND NOT go.first RETURNING t.id)
+    SELECT c.id, c.locked, c.token, c.owner_pid, c.host, c.stored, c.next_seq,
+        c.id IN (SELECT id FROM upd UNION ALL SELECT id FROM made) FROM c"""
+)
 
 
 def _compose(template: LiteralString, schema: str) -> bytes:
@@ -124,31 +158,14 @@ class Statements:
         def q(template: LiteralString) -> bytes:
             return _compose(template, schema)
 
-        #: The checks before a write, by `(owned, first)`: whether the session's advisory lock
-        #: is held (owned: by this process's lock connection; else taken for this transaction),
-        #: the owner row, and (not first) the session row's `next_seq, revision`, locked FOR
+        #: The checks before a repair or a delete, by `owned`: whether the session's advisory
+        #: lock is held (owned: by this process's lock connection; else taken for this
+        #: transaction), the owner row, and the session row's `next_seq, revision`, locked FOR
         #: UPDATE. Parameters: id, key, lock_pid, hi, lo.
-        self.checks = {
-            (owned, first): q(_check(_OWNED if owned else _TRANSIENT, first=first))
-            for owned in (True, False)
-            for first in (True, False)
-        }
-        #: The hot path, by `owned`: one statement that locks the session row, checks the lock
-        #: (and, owned, the owner token), `next_seq == seen == start`, and only then inserts the
-        #: rows and advances `next_seq`/`revision`; it returns the checked values and whether it
-        #: wrote.
-        self.append = {
-            owned: q(_append(_OWNED if owned else _TRANSIENT)) for owned in (True, False)
-        }
-        self.insert_session = q(
-            "INSERT INTO {s}.dsh_sessions ("
-            + _HEADER
-            + """, incarnation, revision, next_seq)
-            VALUES (%(version)s, %(id)s, %(created_at)s, %(cwd)s, %(parent_session)s,
-                %(seed_length)s, %(origin)s, %(delegation_depth)s, %(agent_preset)s,
-                %(incarnation)s, 1, %(next_seq)s)
-            ON CONFLICT (id) DO NOTHING RETURNING id"""
-        )
+        self.checks = {owned: q(_check(_OWNED if owned else _TRANSIENT)) for owned in (True, False)}
+        #: The hot path: the appends of many sessions in one statement (`_APPEND_GROUP`), the
+        #: parameters of `GroupArrays.params()`.
+        self.append_group = q(_APPEND_GROUP)
         #: Insert a batch's rows from its array literals (`EventColumns.arrays()` and `id`).
         self.insert_events = q(_INSERT_EVENTS)
         self.advance = q(
