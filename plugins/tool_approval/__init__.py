@@ -10,7 +10,7 @@ continues the call in the next turn once it is answered.
 
 from __future__ import annotations
 
-from typing import Any
+from framework import Context
 
 from .answers import Answer, Answerer, ApprovalRequest
 from .config import Config
@@ -45,7 +45,7 @@ aliases = ["@deepseek-ai/dsh-tool-approval"]
 inject = ["sessions", "tools"]
 
 
-def apply(ctx: Any, config: Config) -> None:
+def apply(ctx: Context, config: Config) -> None:
     """Provide `approval` and install the rules and continuation listeners."""
     service = ApprovalService(ctx, config)
     ctx.provide("approval", service)
