@@ -206,7 +206,7 @@ def result_value(content: list[dict[str, Any]]) -> Any:
 
 class JsonView:
     """One JSON object per line on stdout: `session`, then `text`, `reasoning`, `tool-call`,
-    `tool-result` as they happen, then `result`."""
+    `tool-result` and `retry` as they happen, then `result`."""
 
     @staticmethod
     def _emit(value: dict[str, Any]) -> None:
@@ -274,4 +274,12 @@ def json_line(item: StreamItem) -> dict[str, Any] | None:
         if item.error is not None:
             line["error"] = item.error
         return line
+    if isinstance(item, RetryScheduled):
+        return {
+            "type": "retry",
+            "retry": item.retry,
+            "delayMs": item.delay_ms,
+            "code": item.code,
+            "message": item.message,
+        }
     return None

@@ -94,6 +94,22 @@ def test_server_errors_are_retried_and_the_turn_completes(dsh: Sandbox, server: 
     assert "retry 1 after" in dsh("show", "s-retry").stdout
 
 
+def test_json_output_has_a_line_per_retry(dsh: Sandbox, server: ChatServer) -> None:
+    server.script(failing(429, {"retry-after-ms": "30"}), answer("Recovered."))
+    args = ("run", "--json", "--session", "s-json-retry", "hi", "--patch", OVERLAY)
+    result = dsh(*args, env=env(server))
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [line["type"] for line in lines] == ["session", "retry", "text", "result"]
+    assert lines[1] == {
+        "type": "retry",
+        "retry": 1,
+        "delayMs": 30,
+        "code": "RATE_LIMIT",
+        "message": "scripted 429",
+    }
+
+
 def test_no_retry_once_the_response_streamed_content(dsh: Sandbox, server: ChatServer) -> None:
     server.script(content_then_drop, answer("must not be requested"))
     result = dsh("run", "--session", "s-drop", "hi", "--patch", OVERLAY, env=env(server))
