@@ -148,8 +148,8 @@ def make_dir(path: str) -> None:
     os.chmod(path, DIR_MODE, follow_symlinks=False)
 
 
-def make_dirs(path: str) -> None:
-    """Create `path` and its missing parents, each 0700 whatever the umask."""
+def missing_dirs(path: str) -> list[str]:
+    """`path` and those of its parents that do not exist, outermost first."""
     missing: list[str] = []
     current = path
     while not os.path.lexists(current):
@@ -158,7 +158,12 @@ def make_dirs(path: str) -> None:
         if parent == current:
             break
         current = parent
-    for directory in reversed(missing):
+    return missing[::-1]
+
+
+def make_dirs(path: str) -> None:
+    """Create `path` and its missing parents, each 0700 whatever the umask."""
+    for directory in missing_dirs(path):
         try:
             make_dir(directory)
         except FileExistsError:

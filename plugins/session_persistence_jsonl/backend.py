@@ -657,15 +657,7 @@ class JsonlBackend(BackendBase):
     def _make_dirs(self, directory: str) -> None:
         """Create the missing directories of `directory` (0700), fsyncing each parent; then
         check the root and everything below it down to `directory` by the storage rule."""
-        missing: builtins.list[str] = []
-        current = directory
-        while not os.path.lexists(current):
-            missing.append(current)
-            parent = os.path.dirname(current)
-            if parent == current:
-                break
-            current = parent
-        for path in reversed(missing):
+        for path in fsguard.missing_dirs(directory):
             try:
                 self._io.mkdir(path)
             except FileExistsError:

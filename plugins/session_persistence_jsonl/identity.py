@@ -63,15 +63,7 @@ def read_or_create_store_id(root: str, io: FileOps) -> str:
 
 def _make_root(root: str, io: FileOps) -> None:
     """Create the missing folders of `root` (0700), fsyncing each parent."""
-    missing: list[str] = []
-    current = root
-    while not os.path.lexists(current):
-        missing.append(current)
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    for folder in reversed(missing):
+    for folder in fsguard.missing_dirs(root):
         try:
             io.mkdir(folder)
         except FileExistsError:
