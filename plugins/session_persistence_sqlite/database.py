@@ -116,6 +116,14 @@ def _prepare_file(path: Path) -> None:
             continue
 
 
+def _session_pragmas(connection: sqlite3.Connection, path: Path, busy_timeout_ms: int) -> None:
+    """The settings every connection of ours runs with, writer or reader."""
+    _pragma(connection, path, "busy_timeout", busy_timeout_ms)
+    _pragma(connection, path, "foreign_keys", 1)
+    _pragma(connection, path, "trusted_schema", 0)
+    _pragma(connection, path, "mmap_size", 0)
+
+
 def _pragma(connection: sqlite3.Connection, path: Path, name: str, value: object) -> None:
     """Set a pragma and read it back."""
     connection.execute(f"PRAGMA {name} = {value}")
@@ -201,10 +209,7 @@ def open_database(
         check_same_thread=False,
     )
     try:
-        _pragma(connection, path, "busy_timeout", busy_timeout_ms)
-        _pragma(connection, path, "foreign_keys", 1)
-        _pragma(connection, path, "trusted_schema", 0)
-        _pragma(connection, path, "mmap_size", 0)
+        _session_pragmas(connection, path, busy_timeout_ms)
         _journal_mode(connection, path, journal_mode, busy_timeout_ms)
         _pragma(connection, path, "synchronous", 2)
         store_id = _ensure_schema(connection, path)
@@ -260,10 +265,7 @@ def open_reader(path: Path, *, busy_timeout_ms: int) -> tuple[sqlite3.Connection
             check_same_thread=False,
         )
         try:
-            _pragma(connection, path, "busy_timeout", busy_timeout_ms)
-            _pragma(connection, path, "foreign_keys", 1)
-            _pragma(connection, path, "trusted_schema", 0)
-            _pragma(connection, path, "mmap_size", 0)
+            _session_pragmas(connection, path, busy_timeout_ms)
             check_schema(connection, path)
             row = connection.execute("SELECT store_id FROM persistence_state").fetchone()
         except sqlite3.OperationalError as error:
