@@ -7,7 +7,8 @@ and stale-writer (`next_seq`) checks are verified, the events go in with one
 (`synchronous_commit = on`: durable on return). Appends (first batches included), the hot
 path, go through the group commit (`group.py`): the appends of every session waiting at once
 are one autocommit statement (one round trip, one transaction, one WAL flush), each session
-checked on its own. Repairs and deletes use an explicit transaction.
+checked on its own; an append whose reply was lost is looked up before it counts as failed
+(docs/persistence.md). Repairs and deletes use an explicit transaction.
 
 Writer exclusion: a live session's advisory lock (key: `lock_key(id)`) is held with
 `pg_try_advisory_lock` on one dedicated connection outside the pool, so the server frees it when
@@ -368,8 +369,9 @@ class PostgresBackend(BackendBase):
         Each session keeps its own checks (writer lock, owner token, `next_seq`); a refused one
         writes nothing and the others go on. `next_seq` is recorded only for what the statement
         committed. A statement that fails on a usable connection (a bad row, a constraint) is
-        retried session by session, so the failure stays with its session; a broken connection
-        (or an unknown outcome) fails the whole group, and nothing of it is recorded."""
+        retried session by session, so the failure stays with its session. A connection that
+        broke before the reply leaves the outcome unknown: each session is then looked up
+        (`_after_lost_reply`), and only those found stored exactly as sent are recorded."""
         lost = {index: self._lost.get(batch.session_id) for index, batch in enumerate(batches)}
         sent = [batch for index, batch in enumerate(batches) if lost[index] is None]
         arrays = GroupArrays()

@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import pytest
-from pg_helpers import backend, execute
+from pg_helpers import backend, event, execute, meta, turn
 from postgres_support import PostgresTarget
 from reply_proxy import ReplyProxy
 
@@ -19,6 +20,7 @@ import plugins.session_persistence_postgres as pg
 from framework import Context
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.errors import SessionPersistenceError, StaleWriterError
+from plugins.session_persistence_postgres import PostgresBackend
 from plugins.session_persistence_postgres.connection import DatabaseError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
@@ -149,3 +151,36 @@ async def test_rows_that_differ_from_the_batch_stay_a_stale_writer(
         execute(postgres, "UPDATE dsh_events SET data = '{}' WHERE session_id = 'x' AND seq = 1")
         with pytest.raises(StaleWriterError):
             await ctx.sessions.flush(session)
+
+
+async def test_each_session_of_a_group_whose_reply_was_lost_is_checked_on_its_own(
+    postgres: PostgresTarget,
+) -> None:
+    async with ReplyProxy(postgres.dsn) as proxy:
+        store = PostgresBackend(proxy.dsn_through(), schema=postgres.schema)
+        try:
+            for session_id in ("a", "b", "bad"):
+                await store.append_batch(meta(session_id), turn(0), is_materialized=False)
+            proxy.lose_reply(MARKER)
+            outcomes: dict[str, BaseException | None] = {}
+
+            async def append(session_id: str, seq: int) -> None:
+                try:
+                    batch = [event(seq, "note", {"n": MARKER})]
+                    await store.append_batch(meta(session_id), batch, is_materialized=True)
+                    outcomes[session_id] = None
+                except SessionPersistenceError as error:
+                    outcomes[session_id] = error
+
+            # Submitted together on asyncio: one group, one statement, one lost reply. "bad"
+            # skips a seq, so the statement refused its rows while it wrote the others'.
+            async with anyio.create_task_group() as group:
+                group.start_soon(append, "a", 5)
+                group.start_soon(append, "b", 5)
+                group.start_soon(append, "bad", 7)
+            assert proxy.done.is_set()
+        finally:
+            await store.aclose()
+    assert (outcomes["a"], outcomes["b"]) == (None, None)
+    assert isinstance(outcomes["bad"], DatabaseError)
+    assert [next_seq(postgres, session_id) for session_id in ("a", "b", "bad")] == [6, 6, 5]
