@@ -21,7 +21,7 @@ from .hooks import (
     CancelCause,
     InboxChange,
 )
-from .inbox import Inbox, Message, Target
+from .inbox import Inbox, Message, Target, replay_start
 from .request import RequestState
 from .turn import run_turn
 
@@ -44,7 +44,8 @@ class Agent:
     for the next step (and wakes); `inject` queues for the next step without waking. When the
     driver wakes from idle, the turn's synchronous prefix (`turn/start` and the claim splices)
     is in the log before the sending call returns. `agent.ctx` is the agent's scoped context:
-    `agent/*` and `tools/*` listeners registered through it see only this agent.
+    `agent/*` and `tools/*` listeners registered through it see only this agent. `stored`:
+    the session was loaded from storage (its inbox is rebuilt from the whole log after the seed).
     """
 
     def __init__(
@@ -53,6 +54,8 @@ class Agent:
         session: Session,
         options: AgentOptions,
         ctx: Context,
+        *,
+        stored: bool = False,
     ) -> None:
         self.service = service
         self.session = session
@@ -60,7 +63,9 @@ class Agent:
         self.ctx = ctx
         self.status: AgentStatus = "idle"
         self.inbox = Inbox(self._append, self._notify_inbox)
-        self.inbox.replay(session.events[session.first_live_seq :])
+        # A stored session's queued prompts are pending again (docs/agent-loop.md).
+        start = replay_start(session.header, session.first_live_seq, stored=stored)
+        self.inbox.replay(session.events[start:])
         self.request_state = RequestState(session.events)
         self._last_turn = _last_turn(session.events)
         self._controller: AbortController | None = None

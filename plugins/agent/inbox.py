@@ -1,14 +1,15 @@
 """The agent inbox: `next-turn` and `next-step` queues, event-sourced as `agent/inbox/spliced`.
 
 Every mutation appends its splice to the session **before** it changes the lists, so the log
-alone rebuilds the inbox (docs/agent-loop.md). No-op mutations append nothing.
+alone rebuilds the inbox, also after a crash (docs/agent-loop.md). No-op mutations append nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from plugins.session.eventlog import Event, plain_events
 from plugins.session.jsonutil import snapshot
 
 from .messages import user_message
@@ -17,6 +18,16 @@ Target = Literal["next-turn", "next-step"]
 Message = dict[str, Any]
 SPLICED = "agent/inbox/spliced"
 TARGETS: tuple[Target, Target] = ("next-turn", "next-step")
+
+
+def replay_start(header: Mapping[str, Any], first_live_seq: int, *, stored: bool) -> int:
+    """The seq the inbox's splices start at: the first after the seed (a seed's splices are its
+    source's inbox, not this session's). A live session knows its seed (`first_live_seq`); for a
+    stored one only the header tells (`seedLength`, a fork's), else the log has none: seq 0."""
+    if not stored:
+        return first_live_seq
+    seed_length = header.get("seedLength")
+    return seed_length if isinstance(seed_length, int) else 0
 
 
 class Inbox:
@@ -50,9 +61,11 @@ class Inbox:
         """Whether anything waits in either list."""
         return bool(self._lists["next-turn"] or self._lists["next-step"])
 
-    def replay(self, events: Iterable[Mapping[str, Any]]) -> None:
-        """Rebuild both lists from `agent/inbox/spliced` events (no appends, no notifications)."""
-        for event in events:
+    def replay(self, events: Sequence[Event]) -> None:
+        """Rebuild both lists from `agent/inbox/spliced` events (no appends, no notifications):
+        what was queued and no claim or clear took is pending again, in order. Packed chunk
+        rows are skipped unread (docs/event-log.md)."""
+        for _, event in plain_events(events):
             if event["type"] == SPLICED:
                 data = event["data"]
                 items = self._lists[data["target"]]

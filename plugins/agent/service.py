@@ -189,7 +189,7 @@ class AgentsService(Service):
         box: list[Agent] = []
 
         async def mount(ctx: Context, _config: object) -> None:
-            agent = Agent(self, session, options, ctx.scoped(Scope()))
+            agent = Agent(self, session, options, ctx.scoped(Scope()), stored=source == "resume")
             box.append(agent)
             if setup is not None:
                 result = setup(agent.ctx)

@@ -7,7 +7,8 @@ and stale-writer (`next_seq`) checks are verified, the events go in with one
 (`synchronous_commit = on`: durable on return). Appends (first batches included), the hot
 path, go through the group commit (`group.py`): the appends of every session waiting at once
 are one autocommit statement (one round trip, one transaction, one WAL flush), each session
-checked on its own. Repairs and deletes use an explicit transaction.
+checked on its own; an append whose reply was lost is looked up before it counts as failed
+(docs/persistence.md). Repairs and deletes use an explicit transaction.
 
 Writer exclusion: a live session's advisory lock (key: `lock_key(id)`) is held with
 `pg_try_advisory_lock` on one dedicated connection outside the pool, so the server frees it when
@@ -163,6 +164,10 @@ class PostgresBackend(BackendBase):
         self._watch = LockWatch(self._check_lock_connection)
         #: `next_seq` of each id as this instance last read or wrote it (stale-writer check).
         self._seen: dict[str, int] = {}
+        #: Ids whose write lost its reply and was not found stored: a retry refused as stale
+        #: checks again whether that write was stored after all (with the incarnations of lost
+        #: first batches, which a retry of a first batch does not share).
+        self._unsure: dict[str, frozenset[str]] = {}
         self._group: GroupCommit[_Batch, _Checked] = GroupCommit(self._write_group)
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -317,9 +322,11 @@ class PostgresBackend(BackendBase):
         wrote nothing and is diagnosed from what the statement returned."""
         session_id = batch.session_id
         self._refuse_lost(session_id)
-        for attempt in range(2):
+        relocked = False
+        while True:
             checked = await self._group.submit(session_id, batch)
             if checked.written:
+                self._unsure.pop(session_id, None)
                 return
             try:
                 self._check_lock(
@@ -331,10 +338,18 @@ class PostgresBackend(BackendBase):
                     checked.host,
                 )
             except _LockLost:
-                if attempt:
+                if relocked:
                     raise self._lose(session_id, checked.pid, checked.host) from None
+                relocked = True
                 await self._reacquire(session_id, checked.lock_pid)
                 continue
+            if checked.stored and session_id in self._unsure:
+                rest = await self._unwritten(batch)
+                if rest is None:
+                    return
+                if rest is not batch:
+                    batch = rest
+                    continue
             if batch.header is not None:
                 raise SessionExistsError(
                     f'session "{session_id}" already has a persisted log in PostgreSQL '
@@ -354,8 +369,9 @@ class PostgresBackend(BackendBase):
         Each session keeps its own checks (writer lock, owner token, `next_seq`); a refused one
         writes nothing and the others go on. `next_seq` is recorded only for what the statement
         committed. A statement that fails on a usable connection (a bad row, a constraint) is
-        retried session by session, so the failure stays with its session; a broken connection
-        (or an unknown outcome) fails the whole group, and nothing of it is recorded."""
+        retried session by session, so the failure stays with its session. A connection that
+        broke before the reply leaves the outcome unknown: each session is then looked up
+        (`_after_lost_reply`), and only those found stored exactly as sent are recorded."""
         lost = {index: self._lost.get(batch.session_id) for index, batch in enumerate(batches)}
         sent = [batch for index, batch in enumerate(batches) if lost[index] is None]
         arrays = GroupArrays()
@@ -379,17 +395,22 @@ class PostgresBackend(BackendBase):
             f'writing session "{sent[0].session_id}"' if alone else f"writing {len(sent)} sessions"
         )
         pool = await self._ready()
+        lost_reply: psycopg.Error | None = None
         try:
             async with pool.connection() as conn:
                 try:
                     cursor = await conn.execute(self._sql.append_group, arrays.params())
                     rows = await cursor.fetchall()
-                except psycopg.Error:
-                    if alone or conn.broken:
+                except psycopg.Error as error:
+                    if conn.broken:
+                        lost_reply = error
+                    elif alone:
                         raise
                     rows = None
         except psycopg.Error as error:
             raise self._error(what, error) from None
+        if lost_reply is not None:
+            return await self._after_lost_reply(arrays, sent, self._error(what, lost_reply))
         if rows is None:  # the statement failed on a live connection: find whose rows did
             return [await self._write_alone(batch) for batch in sent]
         checked = {row[0]: row[1:] for row in rows}
@@ -405,6 +426,88 @@ class PostgresBackend(BackendBase):
                 self._seen[batch.session_id] = arrays.ends[position]
             outcomes.append(outcome)
         return outcomes
+
+    async def _after_lost_reply(
+        self, arrays: GroupArrays, sent: Sequence[_Batch], error: DatabaseError
+    ) -> list[_Outcome]:
+        """The group statement's connection broke before its reply came: it committed or it
+        did not (one transaction). A session whose stored rows are exactly its batch
+        (`_stored_upto`) was written; every other one fails with `error` and is remembered in
+        `_unsure`, so that a retry refused as stale looks again (docs/persistence.md)."""
+        outcomes: list[_Outcome] = []
+        for position, batch in enumerate(sent):
+            session_id, end = batch.session_id, arrays.ends[position]
+            try:
+                stored = await self._stored_upto(batch, self._incarnations(batch))
+            except DatabaseError:
+                stored = None
+            if stored != end:
+                self._unsure[session_id] = self._incarnations(batch)
+                outcomes.append(error)
+                continue
+            self._seen[session_id] = end
+            self._unsure.pop(session_id, None)
+            token = arrays.tokens[position]
+            outcomes.append(
+                _Checked(
+                    arrays.owned[position],
+                    arrays.lock_pids[position],
+                    arrays.seens[position],
+                    True,
+                    token,
+                    None,
+                    None,
+                    True,
+                    end,
+                    True,
+                )
+            )
+        return outcomes
+
+    def _incarnations(self, batch: _Batch) -> frozenset[str]:
+        """The incarnations a lost write of `batch`'s session may have created its row with."""
+        earlier = self._unsure.get(batch.session_id, frozenset())
+        return earlier if batch.header is None else earlier | {batch.header["incarnation"]}
+
+    async def _stored_upto(self, batch: _Batch, incarnations: frozenset[str]) -> int | None:
+        """The stored `next_seq` when what is stored from `batch`'s first seq on is a non-empty
+        prefix of `batch`, row for row, written by this instance: its owner row carries this
+        instance's token (when it holds the lock) and a created row one of `incarnations`
+        (when `batch` creates it). None for anything else."""
+        session_id, columns = batch.session_id, batch.columns
+        start = columns.seqs[0] if columns.seqs else 0
+        what = f'checking session "{session_id}"'
+        async with self._connection(what) as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            cursor = await conn.execute(self._sql.read_written, (session_id,))
+            row = await cursor.fetchone()
+            if row is None:
+                return None
+            incarnation, next_seq, token = row
+            cursor = await conn.execute(self._sql.read_range, (session_id, start, next_seq))
+            rows = await cursor.fetchall()
+        if session_id in self._held and token != self._token:
+            return None
+        if batch.header is not None and incarnation not in incarnations:
+            return None
+        if next_seq <= start or len(rows) != next_seq - start or not columns.begins(rows):
+            return None
+        stored: int = next_seq
+        return stored
+
+    async def _unwritten(self, batch: _Batch) -> _Batch | None:
+        """For a retry refused after a lost reply: None when the earlier write stored all of
+        `batch`, the rest of `batch` when it stored a prefix (recorded as seen), else `batch`."""
+        session_id = batch.session_id
+        stored = await self._stored_upto(batch, self._incarnations(batch))
+        if stored is None:
+            return batch
+        self._seen[session_id] = stored
+        self._unsure.pop(session_id, None)
+        done = stored - batch.columns.seqs[0]
+        if done == len(batch.columns.seqs):
+            return None
+        return _Batch(session_id, batch.columns.after(done), None)
 
     async def _write_alone(self, batch: _Batch) -> _Outcome:
         """One session's append as a group of its own; its error is its outcome."""

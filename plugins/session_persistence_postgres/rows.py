@@ -107,6 +107,41 @@ class EventColumns:
         self.ignorable += other.ignorable
         self.key_orders += other.key_orders
 
+    def after(self, count: int) -> EventColumns:
+        """These rows without the first `count`."""
+        return EventColumns(
+            self.seqs[count:],
+            self.types[count:],
+            self.times[count:],
+            self.data[count:],
+            self.source_event_seqs[count:],
+            self.surface_ops[count:],
+            self.ignorable[count:],
+            self.key_orders[count:],
+        )
+
+    def begins(self, rows: Sequence[Sequence[Any]]) -> bool:
+        """Whether stored `rows` (read as `EVENT_COLUMNS`) are these rows' first ones, column
+        for column (the same seqs, the same JSON texts)."""
+        if len(rows) > len(self.seqs):
+            return False
+        for index, (seq, kind, time, data, sources, surface_op, ignorable, order) in enumerate(
+            rows
+        ):
+            stored_sources = None if sources is None else int_array(sources)
+            if (
+                seq != self.seqs[index]
+                or kind != self.types[index]
+                or time != self.times[index]
+                or data != self.data[index]
+                or stored_sources != self.source_event_seqs[index]
+                or surface_op != self.surface_ops[index]
+                or ignorable != self.ignorable[index]
+                or order != self.key_orders[index]
+            ):
+                return False
+        return True
+
     def arrays(self) -> dict[str, str]:
         """The columns as array literals, the statements' parameters `seqs`, `types`, `times`,
         `data`, `ses`, `surface_ops`, `ignorable`, `key_orders` (one text parameter each is far

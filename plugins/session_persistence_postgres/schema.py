@@ -182,6 +182,16 @@ class Statements:
         self.read_events = q(
             "SELECT " + _EVENT + " FROM {s}.dsh_events WHERE session_id = %s ORDER BY seq"
         )
+        #: What a write whose reply was lost may have stored: the session row's incarnation
+        #: and `next_seq` with the owner row's token; then its rows in a seq range.
+        self.read_written = q(
+            """SELECT s.incarnation::text, s.next_seq, o.token FROM {s}.dsh_sessions AS s
+            LEFT JOIN {s}.dsh_session_owners AS o ON o.session_id = s.id WHERE s.id = %s"""
+        )
+        self.read_range = q(
+            "SELECT " + _EVENT + " FROM {s}.dsh_events "
+            "WHERE session_id = %s AND seq >= %s AND seq < %s ORDER BY seq"
+        )
         self.read_revision = q("SELECT incarnation, revision FROM {s}.dsh_sessions WHERE id = %s")
         self.list_sessions = q(
             "SELECT " + _HEADER + ", incarnation, revision FROM {s}.dsh_sessions "

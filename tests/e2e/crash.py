@@ -29,6 +29,7 @@ MARKERS = {
     "tool": "tool-side-effect",
     "parallel": "second-tool-running",
     "write": "persistence-write-torn",
+    "queued": "prompt-queued",
 }
 
 

@@ -8,7 +8,8 @@ failpoint of MODE is reached it writes MODE's marker into MARKER and waits to be
 
 Modes: `request` (the adapter received the request), `midstream` (three text deltas streamed),
 `tool` (the tool body started), `parallel` (the first of two parallel calls finished, the second
-is running), `write` (half of the batch holding the `tool/call` reached the file).
+is running), `write` (half of the batch holding the `tool/call` reached the file), `queued` (a
+second prompt was queued while the first turn waits for the model, and flushed).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ MARKERS = {
     "tool": "tool-side-effect",
     "parallel": "second-tool-running",
     "write": "persistence-write-torn",
+    "queued": "prompt-queued",
 }
 
 
@@ -53,8 +55,12 @@ class CrashAdapter:
     def __init__(self, mode: str, marker: Path) -> None:
         self.mode = mode
         self.marker = marker
+        self.asked = anyio.Event()
 
     async def stream(self, options: Any) -> AsyncIterator[dict[str, Any]]:
+        if self.mode == "queued":
+            self.asked.set()
+            await anyio.sleep_forever()
         if self.mode == "request":
             reach(self.marker, "request")
             await anyio.sleep_forever()
@@ -145,11 +151,18 @@ async def main(args: argparse.Namespace) -> None:
         if not args.no_policy:
             await ctx.plugin(plugins.session_checkpoint_policy)
         await ctx.plugin(plugins.agent, {"provider": "crash", "model": "crash"})
-        ctx.llm.register_adapter("crash", CrashAdapter(args.mode, marker))
+        adapter = CrashAdapter(args.mode, marker)
+        ctx.llm.register_adapter("crash", adapter)
         for tool in tools(args.mode, marker):
             ctx.tools.register(tool)
         handle = await ctx.agents.create(SESSION_ID, meta={"cwd": args.root})
         handle.agent.followup("exercise the crash boundary")
+        if args.mode == "queued":
+            await adapter.asked.wait()
+            handle.agent.followup("queued before the crash")
+            await ctx.sessions.flush(handle.agent.session)
+            reach(marker, "queued")
+            await anyio.sleep_forever()
         await handle.agent.when_idle()
         await anyio.Path(marker).write_text("finished-without-reaching-the-failpoint")
         await anyio.sleep_forever()

@@ -131,3 +131,20 @@ async def test_r1_tool_body_started_then_resume_sees_the_repair(tmp_path: Path) 
     assert events[-1]["type"] == "turn/end"
     assert events[-1]["data"]["reason"] == {"kind": "completed"}
     assert events[-1]["data"]["turn"] == 2
+
+
+async def test_a_prompt_queued_before_the_kill_runs_once_after_resume(tmp_path: Path) -> None:
+    # The second prompt waited in next-turn (durable) when the child was killed mid-turn.
+    assert crash(tmp_path, "queued") == MARKERS["queued"]
+    answers = [{"text": "did the queued one"}, {"text": "did the new one"}]
+    async with reopened(jsonl(tmp_path), answers) as ctx:
+        result = await ctx.agents.run("after the crash", session=SESSION_ID)
+        events = list(ctx.agents.get(SESSION_ID).session.events)
+    prompts = [e["data"]["content"][0]["text"] for e in events if e["type"] == "user/message"]
+    assert prompts == ["exercise the crash boundary", "queued before the crash", "after the crash"]
+    ends = [
+        (e["data"]["turn"], e["data"]["reason"]["kind"]) for e in events if e["type"] == "turn/end"
+    ]
+    assert ends == [(1, "interrupted"), (2, "completed"), (3, "completed")]
+    assert (result.turn, result.text) == (3, "did the new one")
+    assert_contiguous(events)
