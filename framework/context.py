@@ -142,7 +142,8 @@ class Context:
     @property
     def base_dir(self) -> Path | None:
         """The folder a plugin resolves relative paths of its config against: the folder of the
-        manifest (or overlay) its row came from; None when mounted from code."""
+        file that wrote its row's config (the manifest, or an overlay that inserted the row or
+        patched its config); None when mounted from code."""
         return self._base_dir
 
     def plugin(

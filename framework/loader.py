@@ -461,12 +461,15 @@ class _Mounter:
             self.failures[entry.id] = (entry, str(exc))
             return
         self.failures.pop(entry.id, None)
+        # Relative paths in a config are relative to the file that wrote it: an overlay that
+        # patches a row's config in is that file (docs/manifests.md, "Overlays").
+        written = entry.config_loc or entry.loc
         fiber = ctx.plugin(
             plugin,
             config,
             inject=entry.inject,
             isolate=entry.isolate,
-            base_dir=self.source.folder_of(entry.loc.path),
+            base_dir=self.source.folder_of(written.path),
         )
         self.fibers[entry.id] = (entry, fiber)
 
