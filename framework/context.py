@@ -20,11 +20,10 @@ from contextvars import Token
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar, TypeVarTuple, Unpack, overload
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple, Unpack, overload
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from dependency_injector.containers import DynamicContainer
 
 from framework.errors import FrameworkError, ServiceError
 from framework.events import Listener, Scope
@@ -32,6 +31,9 @@ from framework.fiber import Disposer, Effect, Fiber, FiberState, Root, describe,
 from framework.hooks import Bail, Emit, Event, Parallel, Serial, Waterfall, declared
 from framework.service import Entry, Realm, Service, ServiceKey, class_service_names, key_name
 from framework.signal import _timer_group
+
+if TYPE_CHECKING:
+    from dependency_injector.containers import DynamicContainer
 
 logger = logging.getLogger("framework")
 
@@ -140,7 +142,8 @@ class Context:
     @property
     def base_dir(self) -> Path | None:
         """The folder a plugin resolves relative paths of its config against: the folder of the
-        manifest (or overlay) its row came from; None when mounted from code."""
+        file that wrote its row's config (the manifest, or an overlay that inserted the row or
+        patched its config); None when mounted from code."""
         return self._base_dir
 
     def plugin(

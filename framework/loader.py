@@ -236,16 +236,19 @@ def _prepare(
 
 def provided_services(plugin: object) -> tuple[str, ...]:
     """The services a plugin provides, as far as can be told without applying it: the
-    ``provide`` of a ``Service`` class plugin, or of the ``Service`` classes a module's own
-    package defines (a class it imports to read a service it uses does not count), and
-    ``sessionPersistence`` for a module that mounts a persistence backend (it exports
+    ``provide`` of a ``Service`` class plugin; for a module, the names its ``provides`` lists
+    (a package that imports its modules lazily declares them so), the ``provide`` of the
+    ``Service`` classes its own package defines (a class it imports to read a service it uses
+    does not count), and ``sessionPersistence`` when it mounts a persistence backend (it exports
     ``mount_persistence``). A plugin providing through ``ctx.provide`` alone is invisible here."""
     if isinstance(plugin, type):
         provide = getattr(plugin, "provide", None) if issubclass(plugin, Service) else None
         return (provide,) if isinstance(provide, str) else ()
     if not isinstance(plugin, ModuleType):
         return ()
-    names: list[str] = []
+    declared = vars(plugin).get("provides", ())  # not through a lazy package's __getattr__
+    listed = declared if isinstance(declared, list | tuple) else ()
+    names = [n for n in listed if isinstance(n, str)]
     for value in vars(plugin).values():
         if (
             isinstance(value, type)
@@ -458,12 +461,15 @@ class _Mounter:
             self.failures[entry.id] = (entry, str(exc))
             return
         self.failures.pop(entry.id, None)
+        # Relative paths in a config are relative to the file that wrote it: an overlay that
+        # patches a row's config in is that file (docs/manifests.md, "Overlays").
+        written = entry.config_loc or entry.loc
         fiber = ctx.plugin(
             plugin,
             config,
             inject=entry.inject,
             isolate=entry.isolate,
-            base_dir=self.source.folder_of(entry.loc.path),
+            base_dir=self.source.folder_of(written.path),
         )
         self.fibers[entry.id] = (entry, fiber)
 

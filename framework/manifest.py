@@ -21,6 +21,7 @@ from ruamel.yaml.events import (
     CollectionStartEvent,
 )
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from ruamel.yaml.parser import Parser
 
 __all__ = [
     "GROUP",
@@ -196,6 +197,34 @@ class _Problems(Exception):
     """Internal: stop reading the current row or patch."""
 
 
+class _TooDeep(Exception):
+    """Internal: a list or mapping nests deeper than `_MAX_DEPTH`, starting at `mark`."""
+
+    def __init__(self, mark: Any) -> None:
+        super().__init__(_TOO_DEEP)
+        self.mark = mark
+
+
+class _DepthParser(Parser):
+    """ruamel's parser, stopping at the first list or mapping that nests deeper than
+    `_MAX_DEPTH`: the composer (and the row reader) recurse, the event stream does not, so the
+    file is parsed once and never composed past the limit."""
+
+    def reset_parser(self) -> None:
+        super().reset_parser()
+        self.depth = 0
+
+    def get_event(self) -> Any:
+        event = super().get_event()
+        if isinstance(event, CollectionStartEvent):
+            self.depth += 1
+            if self.depth > _MAX_DEPTH:
+                raise _TooDeep(event.start_mark)
+        elif isinstance(event, CollectionEndEvent):
+            self.depth -= 1
+        return event
+
+
 class _Reader:
     """Reads one YAML file into rows (or patches), collecting problems."""
 
@@ -205,6 +234,7 @@ class _Reader:
         self.overlay = overlay
         self.problems: list[ManifestProblem] = []
         self._yaml = YAML(typ="safe", pure=True)
+        self._yaml.Parser = _DepthParser
         self._budget = _MAX_NODES
 
     # --- problems -------------------------------------------------------------------------------
@@ -241,9 +271,12 @@ class _Reader:
             self.problems.append(ManifestProblem(f"failed to read {kind} {self.path}: {reason}"))
             return None
         try:
-            if not self._shallow(text):
-                return None
             root = self._yaml.compose(text)
+        except _TooDeep as exc:
+            self.fail(
+                Loc(str(self.path), exc.mark.line + 1, exc.mark.column + 1), _TOO_DEEP, syntax=True
+            )
+            return None
         except MarkedYAMLError as exc:
             self.problems.append(self._syntax_problem(exc, kind))
             return None
@@ -263,22 +296,6 @@ class _Reader:
             )
             return None
         return list(root.value)
-
-    def _shallow(self, text: str) -> bool:
-        """Whether no list or mapping nests deeper than `_MAX_DEPTH` (the composer and the row
-        reader recurse; the event stream does not), else record a problem where it goes deeper."""
-        depth = 0
-        for event in self._yaml.parse(text):
-            if isinstance(event, CollectionStartEvent):
-                depth += 1
-                if depth > _MAX_DEPTH:
-                    mark = event.start_mark
-                    loc = Loc(str(self.path), mark.line + 1, mark.column + 1)
-                    self.fail(loc, _TOO_DEEP, syntax=True)
-                    return False
-            elif isinstance(event, CollectionEndEvent):
-                depth -= 1
-        return True
 
     def _syntax_problem(self, exc: MarkedYAMLError, kind: str) -> ManifestProblem:
         mark = exc.problem_mark or exc.context_mark

@@ -5,9 +5,9 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
-from dependency_injector import containers, providers
-
 if TYPE_CHECKING:
+    from dependency_injector.containers import DynamicContainer
+
     from framework.context import Context
     from framework.fiber import Fiber
 
@@ -90,24 +90,52 @@ class Entry:
 
 
 class Realm:
-    """An isolation realm: a `DynamicContainer` with one `providers.Object` per service."""
+    """An isolation realm: its services, and a `DynamicContainer` with one `providers.Object`
+    per service.
 
-    __slots__ = ("container", "entries", "label")
+    The container is built on first use (`container`, e.g. a test's `override()`), holding every
+    service then provided: until then no provider can be overridden, so a service's value is its
+    entry's. A command that never asks for a container never imports dependency-injector
+    (docs/performance.md, "Start-up (P11)").
+    """
+
+    __slots__ = ("_container", "entries", "label")
 
     def __init__(self, label: str | None) -> None:
         self.label = label
-        self.container = containers.DynamicContainer()
+        self._container: DynamicContainer | None = None
         self.entries: dict[str, Entry] = {}
+
+    @property
+    def container(self) -> DynamicContainer:
+        """The realm's container (built now, with a provider per service, if not yet)."""
+        if self._container is None:
+            from dependency_injector import containers
+
+            self._container = containers.DynamicContainer()
+            for name, entry in self.entries.items():
+                _set_provider(self._container, name, entry)
+        return self._container
 
     def add(self, name: str, entry: Entry) -> None:
         self.entries[name] = entry
-        self.container.set_provider(name, providers.Object(entry.value))
+        if self._container is not None:
+            _set_provider(self._container, name, entry)
 
     def remove(self, name: str, entry: Entry) -> None:
         if self.entries.get(name) is entry:
             del self.entries[name]
-            delattr(self.container, name)
+            if self._container is not None:
+                delattr(self._container, name)
 
     def value(self, name: str) -> object:
         """The current value, honouring a dependency-injector `override()` of its provider."""
-        return getattr(self.container, name)()
+        if self._container is None:
+            return self.entries[name].value
+        return getattr(self._container, name)()
+
+
+def _set_provider(container: DynamicContainer, name: str, entry: Entry) -> None:
+    from dependency_injector import providers
+
+    container.set_provider(name, providers.Object(entry.value))

@@ -92,9 +92,13 @@ def report(error: BaseException, *, debug: bool, json: bool = False) -> int:
     for line in lines:
         print(f"dsh: error: {line}", file=sys.stderr)
     if json:
-        record = {"type": "error", "code": error_code(error), "message": "\n".join(lines)}
-        try:
-            print(dumps(record), flush=True)
-        except BrokenPipeError:
-            pass
+        print_json_error(error_code(error), "\n".join(lines))
     return exit_code_of(error)
+
+
+def print_json_error(code: str, message: str) -> None:
+    """The `--json` error object on stdout: `{"type":"error","code","message"}`."""
+    try:
+        print(dumps({"type": "error", "code": code, "message": message}), flush=True)
+    except BrokenPipeError:
+        pass

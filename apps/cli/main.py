@@ -13,12 +13,17 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 import anyio
 import typer
 
+# typer vendors click and exports neither its Context base nor UsageError
+from typer._click.core import Context as ClickContext
+from typer._click.exceptions import UsageError
+from typer.core import TyperGroup
+
 from framework.loader import boot
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import SessionLog
 
 from .console import consoles, setup_logging, silence_stdout
-from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError, report
+from .errors import FAILED, INTERRUPTED, OK, USAGE, CliError, print_json_error, report
 from .paths import default_manifest
 from .states import STATES, State
 from .stored import STORE_ONLY, not_found, persistence_of, stored_events
@@ -38,8 +43,29 @@ if TYPE_CHECKING:
 #: `dsh sessions` shows a progress bar (on a terminal) from this many sessions on.
 PROGRESS_MIN = 20
 
+
+class Commands(TyperGroup):
+    """The `dsh` group: under `--json`, a usage error typer reports (an unknown option or
+    command, a missing or invalid argument) also prints the JSON `error` line other errors do;
+    typer's own message on stderr and exit code 2 stay (docs/cli.md, `--json`)."""
+
+    def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
+        ctx.meta["dsh.args"] = list(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: ClickContext) -> object:
+        try:
+            return super().invoke(ctx)
+        except UsageError as error:
+            args = ctx.meta.get("dsh.args", [])
+            if "--json" in args[: args.index("--") if "--" in args else None]:
+                print_json_error("USAGE", error.format_message())
+            raise
+
+
 app = typer.Typer(
     name="dsh",
+    cls=Commands,
     help="Run, resume and inspect durable agent sessions.",
     add_completion=False,
     no_args_is_help=True,

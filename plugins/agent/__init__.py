@@ -13,53 +13,57 @@ opens a session's agent and says what opening did (docs/python-api.md).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
-from framework import Context
+if TYPE_CHECKING:
+    from framework import Context
 
-from .agent import Agent, AgentStatus
-from .errors import AgentError
-from .handle import AgentHandle
-from .hooks import (
-    DISPOSED,
-    PARENT,
-    USER,
-    AgentErrorEvent,
-    AgentRequest,
-    CancelCause,
-    Enter,
-    InboxChange,
-    PreStep,
-    Reject,
-    RequestFailed,
-    Retry,
-    SessionStart,
-    TurnStopping,
-)
-from .inbox import Inbox
-from .opening import Opened, Repairs
-from .options import AgentOptions, Config
-from .reasons import NOT_DURABLE
-from .results import (
-    BlockEnd,
-    MessageEnd,
-    ProgressItem,
-    ReasoningDelta,
-    RetryScheduled,
-    RunResult,
-    StepStart,
-    StreamItem,
-    TextDelta,
-    ToolCall,
-    ToolCallStart,
-    ToolResult,
-    ToolRun,
-    TurnEnd,
-    TurnStart,
-    Usage,
-)
-from .run import Prompt, RunOptions, StreamOptions
-from .service import AgentsService, TaskHost
+    from .agent import Agent, AgentStatus
+    from .errors import AgentError
+    from .handle import AgentHandle
+    from .hooks import (
+        DISPOSED,
+        PARENT,
+        USER,
+        AgentErrorEvent,
+        AgentRequest,
+        CancelCause,
+        Enter,
+        InboxChange,
+        PreStep,
+        Reject,
+        RequestFailed,
+        Retry,
+        SessionStart,
+        TurnStopping,
+    )
+    from .inbox import Inbox
+    from .opening import Opened, Repairs
+    from .options import AgentOptions, Config
+    from .reasons import NOT_DURABLE
+    from .results import (
+        BlockEnd,
+        MessageEnd,
+        ProgressItem,
+        ReasoningDelta,
+        RetryScheduled,
+        RunResult,
+        StepStart,
+        StreamItem,
+        TextDelta,
+        ToolCall,
+        ToolCallStart,
+        ToolResult,
+        ToolRun,
+        TurnEnd,
+        TurnStart,
+        Usage,
+    )
+    from .run import Prompt, RunOptions, StreamOptions
+    from .service import AgentsService
+
 
 __all__ = [
     "DISPOSED",
@@ -116,12 +120,77 @@ name = "agent"
 #: Other names manifests may use for this plugin (the original npm spellings).
 aliases = ["@deepseek-ai/dsh-agent", "@deepseek-ai/dsh-agent-loop"]
 inject = ["sessions", "llm", "tools"]
+#: What `apply` provides, for the loader to read without importing the service (docs/concepts.md).
+provides = ["agents"]
 
 
 async def apply(ctx: Context, config: Config) -> Callable[[], Awaitable[None]]:
     """Start the drivers' task group and provide `agents`; the disposer disposes every agent."""
+    from .service import AgentsService, TaskHost
+
     host = TaskHost()
     await ctx.start(host.run)
     service = AgentsService(ctx, config, host)
     ctx.provide(AgentsService.provide, service)
     return service.aclose
+
+
+#: The module of each public name. The package imports one on the first use of one of its names:
+#: resolving the plugin, or importing `plugins.agent.hooks`, does not import the agent's machinery
+#: (docs/performance.md, "Start-up (P11)").
+_HOMES: dict[str, str] = {
+    "Agent": "agent",
+    "AgentStatus": "agent",
+    "AgentError": "errors",
+    "AgentHandle": "handle",
+    "DISPOSED": "hooks",
+    "PARENT": "hooks",
+    "USER": "hooks",
+    "AgentErrorEvent": "hooks",
+    "AgentRequest": "hooks",
+    "CancelCause": "hooks",
+    "Enter": "hooks",
+    "InboxChange": "hooks",
+    "PreStep": "hooks",
+    "Reject": "hooks",
+    "RequestFailed": "hooks",
+    "Retry": "hooks",
+    "SessionStart": "hooks",
+    "TurnStopping": "hooks",
+    "Inbox": "inbox",
+    "Opened": "opening",
+    "Repairs": "opening",
+    "AgentOptions": "options",
+    "Config": "options",
+    "NOT_DURABLE": "reasons",
+    "BlockEnd": "results",
+    "MessageEnd": "results",
+    "ProgressItem": "results",
+    "ReasoningDelta": "results",
+    "RetryScheduled": "results",
+    "RunResult": "results",
+    "StepStart": "results",
+    "StreamItem": "results",
+    "TextDelta": "results",
+    "ToolCall": "results",
+    "ToolCallStart": "results",
+    "ToolResult": "results",
+    "ToolRun": "results",
+    "TurnEnd": "results",
+    "TurnStart": "results",
+    "Usage": "results",
+    "Prompt": "run",
+    "RunOptions": "run",
+    "StreamOptions": "run",
+    "AgentsService": "service",
+}
+
+if not TYPE_CHECKING:
+
+    def __getattr__(attribute: str) -> Any:
+        home = _HOMES.get(attribute)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+        value = getattr(importlib.import_module(f".{home}", __name__), attribute)
+        globals()[attribute] = value
+        return value

@@ -10,14 +10,17 @@ continues the call in the next turn once it is answered.
 
 from __future__ import annotations
 
-from framework import Context
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .answers import Answer, Answerer, ApprovalRequest
-from .config import Config
-from .continuation import rules_listener, step_listener
-from .log import ALWAYS, ASKED, DECIDED, POLICY, ApprovalLog, Question, pending_questions
-from .rules import Rule
-from .service import ApprovalService, Decision
+if TYPE_CHECKING:
+    from framework import Context
+
+    from .answers import Answer, Answerer, ApprovalRequest
+    from .config import Config
+    from .log import ALWAYS, ASKED, DECIDED, POLICY, ApprovalLog, Question, pending_questions
+    from .rules import Rule
+    from .service import ApprovalService, Decision
 
 __all__ = [
     "ALWAYS",
@@ -43,12 +46,48 @@ __all__ = [
 name = "tool-approval"
 aliases = ["@deepseek-ai/dsh-tool-approval"]
 inject = ["sessions", "tools"]
+#: What `apply` provides, for the loader to read without importing the service (docs/concepts.md).
+provides = ["approval"]
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Provide `approval` and install the rules and continuation listeners."""
+    from .continuation import rules_listener, step_listener
+    from .service import ApprovalService
+
     service = ApprovalService(ctx, config)
     ctx.provide("approval", service)
     ctx.on("tools/pre-execute", rules_listener(service))
     ctx.on("agent/pre-step", step_listener(service))
     ctx.on("session/disposed", service.forget)
+
+
+#: The module of each public name. The package imports one on the first use of one of its names:
+#: resolving the plugin, or reading a log's open questions (`dsh sessions`), does not import the
+#: approval machinery (docs/performance.md, "Start-up (P11)").
+_HOMES: dict[str, str] = {
+    "Answer": "answers",
+    "Answerer": "answers",
+    "ApprovalRequest": "answers",
+    "Config": "config",
+    "ALWAYS": "log",
+    "ASKED": "log",
+    "DECIDED": "log",
+    "POLICY": "log",
+    "ApprovalLog": "log",
+    "Question": "log",
+    "pending_questions": "log",
+    "Rule": "rules",
+    "ApprovalService": "service",
+    "Decision": "service",
+}
+
+if not TYPE_CHECKING:
+
+    def __getattr__(attribute: str) -> Any:
+        home = _HOMES.get(attribute)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+        value = getattr(importlib.import_module(f".{home}", __name__), attribute)
+        globals()[attribute] = value
+        return value

@@ -73,6 +73,26 @@ def test_json_errors_are_one_json_object_on_stdout_too(dsh: Sandbox) -> None:
     assert _lines(shown.stdout)[0]["code"] == "SESSION_NOT_FOUND"
 
 
+def test_json_usage_errors_are_one_json_object_on_stdout_too(dsh: Sandbox) -> None:
+    cases = {
+        ("sessions", "--json", "--bogus"): "No such option: --bogus",
+        ("show", "--json"): "Missing argument 'ID'.",
+        ("sessions", "--json", "--limit", "-1"): "Invalid value for '--limit'",
+        ("bogus", "--json"): "No such command 'bogus'.",
+    }
+    for args, message in cases.items():
+        result = dsh(*args)
+        assert result.returncode == 2, args
+        (error,) = _lines(result.stdout)
+        assert (error["type"], error["code"]) == ("error", "USAGE"), args
+        assert str(error["message"]).startswith(message), args
+        assert message in result.stderr, args
+    plain = dsh("sessions", "--bogus")
+    assert (plain.returncode, plain.stdout) == (2, "")
+    after_separator = dsh("rm", "--", "--json", "--bogus")  # session ids, not options
+    assert after_separator.stdout == ""
+
+
 def test_resume_of_an_unknown_id_with_a_prompt_writes_nothing(dsh: Sandbox) -> None:
     result = dsh("resume", "TYPO", "a prompt")
     assert (result.returncode, result.stderr) == (1, 'dsh: error: session "TYPO" not found\n')

@@ -405,3 +405,39 @@ async def test_child_provider_of_a_dependent_does_not_deadlock_its_unload() -> N
         with anyio.fail_after(1):
             await dependent.dispose()
         assert inner.state is FiberState.DISPOSED
+
+
+async def test_a_container_built_late_holds_the_services_and_follows_later_ones() -> None:
+    async with Context() as ctx:
+        await ctx.plugin(provider("early", 1))
+        container = ctx.container_for("early")
+        later = ctx.plugin(provider("late", 2))
+        await later
+        assert (container.early(), container.late()) == (1, 2)
+        with container.late.override(providers.Object(3)):
+            assert ctx.get("late") == 3
+        await later.dispose()
+        assert "late" not in container.providers
+        assert ctx.get("early") == 1
+
+
+def test_providing_and_reading_services_never_imports_dependency_injector() -> None:
+    # A command that never asks for a container does not pay for the library's imports
+    # (docs/performance.md, "Start-up (P11)").
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, anyio\n"
+        "from framework import Context\n"
+        "async def main():\n"
+        "    async with Context() as ctx:\n"
+        "        def apply(c, _):\n"
+        "            c.provide('thing', 5)\n"
+        "        await ctx.plugin(apply)\n"
+        "        assert ctx.thing == 5 and ctx.get('thing') == 5\n"
+        "anyio.run(main)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('dependency_injector')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -102,6 +102,21 @@ async def test_overlays_apply_to_rows_and_resolve_against_their_own_folder(
         assert ("configured", 9090, "hi") not in rec
 
 
+async def test_a_config_an_overlay_patches_in_resolves_against_the_overlay_s_folder(
+    folder: Path, rec: Rec, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # `ctx.base_dir` is the folder of the file that wrote the row's config: a relative `file:`
+    # an overlay sets is next to the overlay, not next to the manifest it patches.
+    other = tmp_path_factory.mktemp("overlay")
+    overlay = write(other, "overlay.yaml", "- {id: function, config: {file: script.yml}}\n")
+    untouched = write(other, "name-only.yaml", "- {id: function, disabled: false}\n")
+    async with boot(rows(), [overlay]):
+        assert ("function", {"file": "script.yml"}, other) in rec
+    rec.clear()
+    async with boot(rows(), [untouched]):
+        assert ("function", {"a": 1}, folder) in rec
+
+
 def problems_of(*args: Any, **kwargs: Any) -> list[str]:
     return [str(problem) for problem in check_manifest(*args, **kwargs)]
 
