@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING, Any, Literal
 
-import anyio
-
 from framework import AbortError, abort_scope
-from plugins.llm import BlockAssembler, LlmError, StreamChunk
+from plugins.llm import BlockAssembler, LlmError, close_stream
 
 from .hooks import REQUEST_ERROR, RequestFailed, Retry
 from .messages import assistant_message
@@ -45,7 +42,7 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
                         if chunk.get("type") == "finish":
                             replay_state = chunk.get("replayState")
                 finally:
-                    await _close(stream)
+                    await close_stream(stream)
             signal.throw_if_aborted()
         except AbortError:
             _interrupted(agent, turn, step, assembler, seqs, options.provider, options.model)
@@ -87,14 +84,6 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
             return "completed"
         concluded = await run_tool_calls(agent, turn, step, calls, signal, store)
         return "completed" if concluded else "continue"
-
-
-async def _close(stream: AsyncIterable[StreamChunk]) -> None:
-    """Close an unfinished stream (shielded: an abort must not skip the adapter's cleanup)."""
-    aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        with anyio.CancelScope(shield=True):
-            await aclose()
 
 
 def _interrupted(

@@ -36,15 +36,13 @@ if TYPE_CHECKING:
 class _Call:
     """One tool-call block on its way to a committed `tool/result`."""
 
-    __slots__ = ("arguments", "block", "settled", "started")
+    __slots__ = ("arguments", "block", "started")
 
     def __init__(self, block: Mapping[str, Any]) -> None:
         self.block = block
         self.arguments = parse_arguments(block.get("arguments", ""))
         #: The `tool/call` seq and the prepared call, once the call has started.
         self.started: tuple[int, PreparedCall] | None = None
-        #: Set when the call's dispatch is over, or when it will never start.
-        self.settled = anyio.Event()
 
 
 DUPLICATE_TOOL_CALL_ID = "DUPLICATE_TOOL_CALL_ID"
@@ -126,11 +124,31 @@ async def run_tool_calls(
                 if tools.execution_mode(nxt.block["name"], nxt.arguments, agent) != "parallel":
                     break
                 group.append(nxt)
-        limit = agent.service.config.max_parallel_tool_calls if len(group) > 1 else 1
-        concluded = await _run_group(agent, turn, step, group, limit, signal, store) or concluded
+        if len(group) == 1:
+            ran = await _run_alone(agent, turn, step, group[0], signal, store)
+        else:
+            limit = agent.service.config.max_parallel_tool_calls
+            ran = await _run_group(agent, turn, step, group, limit, signal, store)
+        concluded = ran or concluded
         index += len(group)
     signal.throw_if_aborted()
     return concluded
+
+
+async def _run_alone(
+    agent: Agent, turn: int, step: int, call: _Call, signal: AbortSignal, store: str
+) -> bool:
+    """A group of one call: the stages of `_run_group` in the same order, in this task (no
+    pool, no child tasks: the common case costs no task spawns)."""
+    if signal.aborted:
+        call_seq = _append_call(agent, turn, step, call)
+        _append_result(agent, turn, step, call, call_seq, aborted_before_dispatch_result())
+        return False
+    scheduler = agent.service.tools.scheduler
+    call_seq = _append_call(agent, turn, step, call)
+    prepared = await scheduler.prepare(_input(agent, call, signal, store))
+    await scheduler.dispatch(prepared)
+    return await _commit(agent, turn, step, call, call_seq, prepared)
 
 
 async def _run_group(
@@ -146,12 +164,15 @@ async def _run_group(
     slots = anyio.Semaphore(limit)
     concluded = False
 
+    #: Per call: set when its dispatch is over, or when it will never start.
+    settled = {id(call): anyio.Event() for call in group}
+
     async def dispatch(call: _Call, prepared: PreparedCall) -> None:
         try:
             await scheduler.dispatch(prepared)
         finally:
             slots.release()
-            call.settled.set()
+            settled[id(call)].set()
 
     async def start_all(tg: anyio.abc.TaskGroup) -> None:
         for position, call in enumerate(group):
@@ -159,41 +180,51 @@ async def _run_group(
             if signal.aborted:
                 slots.release()
                 for unstarted in group[position:]:
-                    unstarted.settled.set()
+                    settled[id(unstarted)].set()
                 return
             call_seq = _append_call(agent, turn, step, call)
-            call_id = call.block["id"]
-            prepared = await scheduler.prepare(
-                ToolExecutionInput(
-                    call_id=call_id,
-                    name=call.block["name"],
-                    arguments=call.arguments,
-                    signal=signal,
-                    agent=agent,
-                    idempotency_key=idempotency_key(store, agent.id, call_id),
-                )
-            )
+            prepared = await scheduler.prepare(_input(agent, call, signal, store))
             call.started = (call_seq, prepared)
             tg.start_soon(dispatch, call, prepared)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(start_all, tg)
         for call in group:
-            await call.settled.wait()
+            await settled[id(call)].wait()
             if call.started is None:
                 call_seq = _append_call(agent, turn, step, call)
                 _append_result(agent, turn, step, call, call_seq, aborted_before_dispatch_result())
                 continue
             call_seq, prepared = call.started
-            if prepared.deferred:
-                continue  # its approval question stays open (docs/approval.md)
-            await scheduler.finalize(prepared)
-            result = await scheduler.finish(prepared)
-            _append_result(agent, turn, step, call, call_seq, result)
-            for context in result.additional_contexts:
-                agent.inject(context)
-            concluded = concluded or result.concludes_turn
+            concluded = await _commit(agent, turn, step, call, call_seq, prepared) or concluded
     return concluded
+
+
+def _input(agent: Agent, call: _Call, signal: AbortSignal, store: str) -> ToolExecutionInput:
+    call_id = call.block["id"]
+    return ToolExecutionInput(
+        call_id=call_id,
+        name=call.block["name"],
+        arguments=call.arguments,
+        signal=signal,
+        agent=agent,
+        idempotency_key=idempotency_key(store, agent.id, call_id),
+    )
+
+
+async def _commit(
+    agent: Agent, turn: int, step: int, call: _Call, call_seq: int, prepared: PreparedCall
+) -> bool:
+    """Finalize, finish and log a dispatched call's result; True if it concludes the turn."""
+    if prepared.deferred:
+        return False  # its approval question stays open (docs/approval.md)
+    scheduler = agent.service.tools.scheduler
+    await scheduler.finalize(prepared)
+    result = await scheduler.finish(prepared)
+    _append_result(agent, turn, step, call, call_seq, result)
+    for context in result.additional_contexts:
+        agent.inject(context)
+    return result.concludes_turn
 
 
 def _append_call(agent: Agent, turn: int, step: int, call: _Call) -> int:

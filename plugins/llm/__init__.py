@@ -14,7 +14,7 @@ from plugins.llm.errors import HarnessError, LlmError, make_failure
 from plugins.llm.hooks import STREAM
 from plugins.llm.registry import AdapterHandle
 from plugins.llm.retry import DEFAULT_RETRYABLE_CODES, RetryPolicy
-from plugins.llm.service import LlmService, PreparedCall, failure_chunk
+from plugins.llm.service import LlmService, PreparedCall, close_stream, failure_chunk
 from plugins.llm.types import (
     BlockType,
     FinishKind,
@@ -56,6 +56,7 @@ __all__ = [
     "apply",
     "assemble",
     "chunks",
+    "close_stream",
     "failure_chunk",
     "make_failure",
     "name",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import AsyncGeneratorType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -133,7 +134,7 @@ class LlmService(Service):
                 if chunk.get("type") == "finish":
                     return
         finally:
-            await _close(iterator)
+            await close_stream(iterator)
         yield failure_chunk(failure, signal)
 
 
@@ -192,8 +193,12 @@ def _with_defaults(options: GenerateOptions, info: ModelInfo) -> GenerateOptions
     return dataclasses.replace(options, **changes) if changes else options
 
 
-async def _close(iterator: AsyncIterator[StreamChunk]) -> None:
-    aclose: Any = getattr(iterator, "aclose", None)
+async def close_stream(stream: AsyncIterable[StreamChunk]) -> None:
+    """Close a stream that may be unfinished, shielded (an abort must not skip the adapter's
+    cleanup). An async generator that has already returned has nothing to close."""
+    if isinstance(stream, AsyncGeneratorType) and stream.ag_frame is None:
+        return
+    aclose: Any = getattr(stream, "aclose", None)
     if aclose is not None:
         with anyio.CancelScope(shield=True):
             await aclose()

@@ -10,11 +10,15 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from plugins.llm import GenerateOptions, LlmError, ModelInfo, StreamChunk
-from plugins.llm_replay.chunks import response_chunks
+from plugins.llm_replay.chunks import MessageSizes, response_chunks
 from plugins.llm_replay.script import ReplayResponse
 
 if TYPE_CHECKING:
     from framework.signal import AbortSignal
+
+
+#: How many sessions' message lengths an adapter keeps (`MessageSizes`).
+_SIZED = 4096
 
 
 class ReplayAdapter:
@@ -43,6 +47,8 @@ class ReplayAdapter:
         self._chunk_size = chunk_size
         self._delay_s = delay_ms / 1000
         self._cursors: dict[str | None, int] = {}
+        #: The message lengths of the latest sessions' last requests (at most `_SIZED`).
+        self._sizes: dict[str | None, MessageSizes] = {}
         #: Names this script in `replayState`, so a resumed session continues only its own script.
         self.script_id = script_id(self._responses)
 
@@ -72,9 +78,19 @@ class ReplayAdapter:
             await self._before_chunk(options.signal)
             raise LlmError(response.error.message, response.error.code)
         state = {"script": self.script_id, "next": request + 1}
-        for chunk in response_chunks(response, options.messages, self._chunk_size, state):
+        count = self._sized(options.session_id).input_tokens
+        for chunk in response_chunks(response, options.messages, self._chunk_size, state, count):
             await self._before_chunk(options.signal)
             yield chunk
+
+    def _sized(self, session_id: str | None) -> MessageSizes:
+        sizes = self._sizes.pop(session_id, None)
+        if sizes is None:
+            sizes = MessageSizes()
+            if len(self._sizes) >= _SIZED:
+                del self._sizes[next(iter(self._sizes))]  # the least recently served
+        self._sizes[session_id] = sizes
+        return sizes
 
     async def _before_chunk(self, signal: AbortSignal | None) -> None:
         if self._delay_s > 0:

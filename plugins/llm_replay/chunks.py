@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from plugins.llm import chunks
@@ -22,10 +22,43 @@ def pieces(text: str, size: int) -> list[str]:
     return [text[start : start + size] for start in range(0, len(text), size)]
 
 
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def input_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
     """`ceil(len(compact JSON of the messages) / 4)`."""
-    text = json.dumps(list(messages), separators=(",", ":"), ensure_ascii=False)
-    return math.ceil(len(text) / 4)
+    return math.ceil(len(_compact(list(messages))) / 4)
+
+
+class MessageSizes:
+    """`input_tokens` of one session's successive requests, encoding only what each adds.
+
+    The compact JSON of a list is `[`, its items' texts joined by `,`, then `]`, so its length
+    follows from each message's own length. A request's messages that are the very objects of
+    the last request's (its unchanged prefix: the session's logged messages) keep their
+    lengths; the rest are encoded. The last request's list is held, so no object it names can
+    be replaced by a new one at the same address.
+    """
+
+    __slots__ = ("_messages", "_sizes")
+
+    def __init__(self) -> None:
+        self._messages: list[Mapping[str, Any]] = []
+        self._sizes: list[int] = []
+
+    def input_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Same as `input_tokens(messages)`."""
+        kept = 0
+        for old, new in zip(self._messages, messages, strict=False):
+            if old is not new:
+                break
+            kept += 1
+        sizes = self._sizes[:kept]
+        sizes += [len(_compact(message)) for message in messages[kept:]]
+        self._messages = list(messages)
+        self._sizes = sizes
+        return math.ceil((2 + sum(sizes) + max(len(sizes) - 1, 0)) / 4)
 
 
 def response_chunks(
@@ -33,9 +66,11 @@ def response_chunks(
     messages: Sequence[Mapping[str, Any]],
     chunk_size: int,
     replay_state: Any = None,
+    count_input: Callable[[Sequence[Mapping[str, Any]]], int] = input_tokens,
 ) -> Iterator[StreamChunk]:
     """Yield the chunks of a text/tool-call response (error responses are not chunked); the
-    finish carries `replay_state` when given."""
+    finish carries `replay_state` when given. `count_input` is `input_tokens` or a session's
+    `MessageSizes.input_tokens`."""
     index = 0
     emitted = 0
     if response.reasoning:
@@ -58,7 +93,7 @@ def response_chunks(
         emitted += len(arguments)
         index += 1
     yield chunks.usage(
-        {"inputTokens": input_tokens(messages), "outputTokens": math.ceil(emitted / 4)}
+        {"inputTokens": count_input(messages), "outputTokens": math.ceil(emitted / 4)}
     )
     yield chunks.finish(chunks.stop_reason("tool-calls" if calls else "stop"), replay_state)
 

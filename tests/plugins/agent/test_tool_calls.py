@@ -306,3 +306,43 @@ async def test_cancel_cuts_a_stubborn_body_short_after_the_grace() -> None:
         "kind": "aborted",
         "reason": {"kind": "user"},
     }
+
+
+async def test_a_lone_call_runs_in_the_steps_task_and_a_pool_in_child_tasks() -> None:
+    """A group of one call needs no pool: it runs in the driver's own task (no task spawns per
+    tool step); calls run as a parallel group each get a task of the pool."""
+    from plugins.agent.hooks import PRE_STEP
+
+    step_tasks: list[int] = []
+    body_tasks: dict[str, int] = {}
+
+    def pre_step(payload: Any, next: Any) -> Any:
+        step_tasks.append(anyio.get_current_task().id)
+        return next()
+
+    async def body(args: Any, exec: Any) -> Any:
+        body_tasks[exec.call_id] = anyio.get_current_task().id
+        return "ok"
+
+    script = [
+        {"tool_calls": [call("alone", "exclusive")]},
+        {"tool_calls": [call("p1", "parallel"), call("p2", "parallel")]},
+        {"text": "done"},
+    ]
+    async with stack(script) as ctx:
+        ctx.tools.register(tool("exclusive", body))
+        ctx.tools.register(tool("parallel", body, parallel=True))
+        ctx.on(PRE_STEP, pre_step)
+        handle = await ctx.agents.create("lone")
+        handle.agent.followup("go")
+        await handle.agent.when_idle()
+        committed = results(handle.agent.session)
+        assert [r["data"]["message"]["source"]["callId"] for r in committed] == [
+            "alone",
+            "p1",
+            "p2",
+        ]
+        assert len(set(step_tasks)) == 1
+        assert body_tasks["alone"] == step_tasks[0]
+        assert step_tasks[0] not in (body_tasks["p1"], body_tasks["p2"])
+        await handle.dispose()

@@ -21,6 +21,7 @@ from plugins.llm import (
     RetryPolicy,
     StreamChunk,
     chunks,
+    close_stream,
 )
 
 pytestmark = pytest.mark.anyio
@@ -548,3 +549,40 @@ async def test_prepared_stream_after_route_removal_reports_no_adapter() -> None:
         handle()
         got = await collect(prepared.stream(options()))
         assert got[0]["reason"]["failure"]["code"] == "NO_ADAPTER"
+
+
+async def test_close_stream_closes_an_unfinished_generator_and_skips_a_finished_one() -> None:
+    closed: list[str] = []
+
+    async def stream_of() -> AsyncIterator[StreamChunk]:
+        try:
+            yield {"type": "usage", "usage": {}}
+            yield {"type": "usage", "usage": {}}
+        finally:
+            closed.append("cleanup")
+
+    unfinished = stream_of()
+    await anext(unfinished)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await close_stream(unfinished)  # shielded: the cleanup runs despite the cancel
+    assert closed == ["cleanup"]
+    assert unfinished.ag_frame is None
+
+    finished = stream_of()
+    assert len([chunk async for chunk in finished]) == 2
+    assert closed == ["cleanup", "cleanup"]
+    await close_stream(finished)
+    assert closed == ["cleanup", "cleanup"]
+
+    class Iterable:
+        def __init__(self) -> None:
+            self.closes = 0
+
+        async def aclose(self) -> None:
+            await checkpoint()
+            self.closes += 1
+
+    other = Iterable()
+    await close_stream(other)  # type: ignore[arg-type]
+    assert other.closes == 1

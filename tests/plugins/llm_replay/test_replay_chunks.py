@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from plugins.llm import assemble
-from plugins.llm_replay.chunks import input_tokens, pieces, response_chunks
+from plugins.llm_replay.chunks import MessageSizes, input_tokens, pieces, response_chunks
 from plugins.llm_replay.script import ReplayResponse, load_script
 
 MESSAGES = [{"role": "user", "content": [{"type": "text", "text": "héllo"}]}]
@@ -95,6 +96,36 @@ def test_string_arguments_are_sent_verbatim() -> None:
     )
     ends = [c for c in response_chunks(response, [], 100) if c["type"] == "block-end"]
     assert ends[0]["block"]["arguments"] == "{not json"
+
+
+def test_message_sizes_count_like_input_tokens_and_encode_only_new_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import plugins.llm_replay.chunks as module
+
+    encoded: list[Any] = []
+    real = module._compact
+
+    def counting(value: Any) -> str:
+        encoded.append(value)
+        return real(value)
+
+    monkeypatch.setattr(module, "_compact", counting)
+    sizes = MessageSizes()
+    first = {"role": "user", "content": [{"type": "text", "text": "ü" * 9}]}
+    second = {"role": "assistant", "content": [], "source": {"n": 1.5}}
+    third = {"role": "user", "content": [{"type": "text", "text": "\u2028 and 😀"}]}
+    assert sizes.input_tokens([]) == input_tokens([]) == 1
+    for messages in ([first], [first, second], [first, second, third]):
+        encoded.clear()
+        assert sizes.input_tokens(messages) == input_tokens(messages)
+        assert encoded[0] is messages[-1]  # only the new message, before input_tokens' list
+        assert len(encoded) == 2
+    # An equal copy is not the same object: it is encoded again (a replaced surface node).
+    encoded.clear()
+    copy = dict(second, content=[{"type": "text", "text": "longer now"}])
+    assert sizes.input_tokens([first, copy]) == input_tokens([first, copy])
+    assert encoded[0] is copy
 
 
 def test_input_tokens_formula() -> None:

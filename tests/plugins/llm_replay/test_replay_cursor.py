@@ -10,6 +10,7 @@ import pytest
 from plugins.llm import GenerateOptions, assemble
 from plugins.llm_replay import ReplayAdapter, ReplayResponse
 from plugins.llm_replay.adapter import resumed_cursor, script_id
+from plugins.llm_replay.chunks import input_tokens
 
 pytestmark = pytest.mark.anyio
 
@@ -107,3 +108,19 @@ async def test_text_on_tool_error_replaces_the_text_after_a_failed_call(
 def test_text_on_tool_error_needs_a_text() -> None:
     with pytest.raises(ValueError, match="text_on_tool_error replaces text"):
         ReplayResponse(text_on_tool_error="it failed", tool_calls=[])
+
+
+async def test_message_lengths_are_kept_for_the_latest_sessions_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import plugins.llm_replay.adapter as module
+
+    monkeypatch.setattr(module, "_SIZED", 2)
+    adapter = ReplayAdapter(SCRIPT)
+    for session_id in ("a", "b", "a", "c"):
+        options = GenerateOptions(
+            provider="replay", model="m", messages=[USER], session_id=session_id
+        )
+        usage = [c async for c in adapter.stream(options) if c["type"] == "usage"]
+        assert usage[0]["usage"]["inputTokens"] == input_tokens([USER])
+    assert list(adapter._sizes) == ["a", "c"]  # "b" was served least recently
