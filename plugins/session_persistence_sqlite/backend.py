@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Final, TypeVar, overload
 
@@ -68,10 +68,33 @@ _HEADER_COLUMNS: Final = (
     " agent_preset"
 )
 _ROW_COLUMNS: Final = "seq, type, time, data, source_event_seqs, surface_op, ignorable, key_order"
-_INSERT_ROW: Final = (
+_INSERT_ROWS: Final = (
     "INSERT INTO events (session_id, seq, type, time, data, source_event_seqs, surface_op,"
-    " ignorable, key_order) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ignorable, key_order) VALUES "
 )
+#: At most this many rows per `INSERT` (9 parameters each, under SQLite's oldest limit of 999).
+_ROWS_PER_INSERT: Final = 100
+#: A live writer's append in one statement: it advances the session row only when the stored
+#: next seq is the one this process last saw and the lock row still carries its token, and
+#: returns a row only then (otherwise `_append_batch` runs the reads that name the failure).
+_ADVANCE: Final = (
+    "UPDATE sessions SET revision = revision + 1, next_seq = ? WHERE id = ? AND next_seq = ?"
+    " AND EXISTS (SELECT 1 FROM session_locks WHERE session_id = ? AND token = ?) RETURNING 1"
+)
+
+
+@lru_cache(maxsize=_ROWS_PER_INSERT)
+def _insert_sql(count: int) -> str:
+    """One `INSERT` of `count` event rows."""
+    return _INSERT_ROWS + ", ".join(("(?, ?, ?, ?, ?, ?, ?, ?, ?)",) * count)
+
+
+def _insert_rows(connection: sqlite3.Connection, session_id: str, rows: Sequence[Row]) -> None:
+    """Insert `rows` of `session_id`, up to `_ROWS_PER_INSERT` in one statement."""
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        chunk = rows[start : start + _ROWS_PER_INSERT]
+        params = [value for row in chunk for value in (session_id, *row)]
+        connection.execute(_insert_sql(len(chunk)), params)
 
 
 class SqliteBackend(BackendBase):
@@ -109,6 +132,9 @@ class SqliteBackend(BackendBase):
         self._store_id = ""
         #: (st_dev, st_ino) of the database file the connection opened.
         self._identity = (0, 0)
+        #: `PRAGMA data_version` when the open connection last checked the schema (None: not
+        #: since it opened); see `_check_schema`.
+        self._schema_seen: int | None = None
         self._mutex = threading.RLock()
         #: True while a group commit's transaction is open (its calls use savepoints).
         self._grouped = False
@@ -247,6 +273,7 @@ class SqliteBackend(BackendBase):
                 )
             self._connection, self._store_id = opened
             self._reading = read
+            self._schema_seen = None
             st = os.lstat(self.path)
             self._identity = (st.st_dev, st.st_ino)
         return self._connection
@@ -330,6 +357,15 @@ class SqliteBackend(BackendBase):
         if (st.st_dev, st.st_ino) != self._identity:
             raise fsguard.ReplacedFileError(str(self.path))
 
+    def _check_schema(self, connection: sqlite3.Connection) -> None:
+        """`check_schema` inside a write transaction, skipped while no other connection has
+        committed since this one last checked: `PRAGMA data_version` changes only then, and
+        only another connection can change the schema."""
+        (version,) = connection.execute("PRAGMA data_version").fetchone()
+        if version != self._schema_seen:
+            check_schema(connection, self.path)
+            self._schema_seen = version
+
     def _revision(self, incarnation: str, revision: int) -> str:
         return f"sqlite:{self._store_id}:{incarnation}:{revision}"
 
@@ -396,7 +432,15 @@ class SqliteBackend(BackendBase):
         count = len(events)
 
         def write() -> int:
-            check_schema(connection, self.path)
+            self._check_schema(connection)
+            seen, token = self._seen.get(session_id), self._tokens.get(session_id)
+            if is_materialized and token is not None and seen is not None and first == seen:
+                advance = (seen + count, session_id, seen, session_id, token)
+                if connection.execute(_ADVANCE, advance).fetchone() is not None:
+                    _insert_rows(connection, session_id, rows)
+                    return seen + count
+            # Creating the log, a one-off write, or a check that failed: read what is stored
+            # and name what is wrong.
             stored = connection.execute(
                 "SELECT next_seq FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
@@ -430,7 +474,7 @@ class SqliteBackend(BackendBase):
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
                     (*header_columns(meta).values(), str(uuid.uuid4()), count),
                 )
-            connection.executemany(_INSERT_ROW, [(session_id, *row) for row in rows])
+            _insert_rows(connection, session_id, rows)
             return next_seq + count
 
         self._seen[session_id] = self._transaction(connection, write)
@@ -445,7 +489,7 @@ class SqliteBackend(BackendBase):
         count = len(closers)
 
         def write() -> int:
-            check_schema(connection, self.path)
+            self._check_schema(connection)
             stored = connection.execute(
                 "SELECT next_seq FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
@@ -460,7 +504,7 @@ class SqliteBackend(BackendBase):
                 host=self._host,
                 stale_ms=self._stale_ms,
             )
-            connection.executemany(_INSERT_ROW, [(session_id, *row) for row in rows])
+            _insert_rows(connection, session_id, rows)
             connection.execute(
                 "UPDATE sessions SET revision = revision + 1, next_seq = ? WHERE id = ?",
                 (start + count, session_id),
@@ -471,7 +515,7 @@ class SqliteBackend(BackendBase):
 
     def _delete_stored(self, connection: sqlite3.Connection, session_id: str) -> bool:
         def write() -> bool:
-            check_schema(connection, self.path)
+            self._check_schema(connection)
             check_lock(
                 connection, session_id, self._tokens.get(session_id), stale_ms=self._stale_ms
             )

@@ -275,3 +275,71 @@ async def test_waiting_for_the_database_never_blocks_the_event_loop(tmp_path: Pa
     assert ticks >= 10  # the loop kept running while the write waited
     holder.close()
     await b.aclose()
+
+
+async def test_large_batches_insert_in_several_statements(tmp_path: Path) -> None:
+    """A batch of more rows than one `INSERT` takes is split in seq order, in one
+    transaction: a create of 250 rows and an append of exactly 100 then 101."""
+    b = backend(tmp_path)
+    first = [event(seq, "tool/call", {"callId": f"c{seq}"}) for seq in range(250)]
+    second = [event(seq, "tool/call", {"callId": f"c{seq}"}) for seq in range(250, 350)]
+    third = [event(seq, "tool/call", {"callId": f"c{seq}"}) for seq in range(350, 451)]
+    await write(b, meta(), [first, second, third])
+    with connect(tmp_path) as db:
+        assert db.execute("SELECT count(*), max(seq) FROM events").fetchone() == (451, 450)
+        assert db.execute("SELECT revision, next_seq FROM sessions").fetchone() == (3, 451)
+    stored = await backend(tmp_path).load_stored("s1")
+    assert stored is not None
+    assert [dumps(e) for e in stored.events] == [dumps(e) for e in first + second + third]
+    await b.aclose()
+
+
+async def test_a_failed_append_writes_none_of_its_rows(tmp_path: Path) -> None:
+    """A row SQLite refuses after the session row advanced rolls the whole append back."""
+    b = backend(tmp_path)
+    await b.acquire_writer("s1")
+    await write(b, meta(), [turn(0)])
+    with connect(tmp_path) as db:
+        (rows,) = db.execute("SELECT count(*) FROM events").fetchone()
+    bad = [event(seq, "tool/call", {"callId": f"c{seq}"}) for seq in range(8, 208)]
+    bad[150]["time"] = "not an integer"  # the STRICT table refuses it in the second INSERT
+    with pytest.raises(SessionPersistenceError, match="cannot store TEXT value in INTEGER"):
+        await b.append_batch(meta(), bad, is_materialized=True)
+    with connect(tmp_path) as db:
+        assert db.execute("SELECT count(*) FROM events").fetchone() == (rows,)
+        assert db.execute("SELECT revision, next_seq FROM sessions").fetchone() == (1, 8)
+    await b.append_batch(meta(), turn(8, 2), is_materialized=True)
+    stored = await b.load_stored("s1")
+    assert stored is not None
+    assert stored.events == turn(0) + turn(8, 2)
+    await b.aclose()
+
+
+async def test_a_live_writers_append_runs_five_statements(tmp_path: Path) -> None:
+    """The steady-state append: the schema is re-read only after another connection
+    committed, and the next-seq and lock checks ride on the session row's `UPDATE`."""
+    b = backend(tmp_path)
+    await b.acquire_writer("s1")
+    await write(b, meta(), [turn(0), turn(8, 2)])
+    seen: list[str] = []
+    connection = b._connection
+    assert connection is not None
+    connection.set_trace_callback(seen.append)
+    await b.append_batch(meta(), turn(16, 3), is_materialized=True)
+    assert [s.split(" (")[0].split(" WHERE")[0] for s in seen] == [
+        "BEGIN IMMEDIATE",
+        "PRAGMA data_version",
+        "UPDATE sessions SET revision = revision + 1, next_seq = 24",
+        "INSERT INTO events",
+        "COMMIT",
+    ]
+    with connect(tmp_path) as db:
+        db.execute("UPDATE session_locks SET heartbeat_at = heartbeat_at + 1")  # another commit
+    seen.clear()
+    await b.append_batch(meta(), turn(24, 4), is_materialized=True)
+    assert any("pragma_user_version" in s for s in seen)  # the schema is checked again
+    stored = await b.load_stored("s1")
+    assert stored is not None
+    assert stored.events == turn(0) + turn(8, 2) + turn(16, 3) + turn(24, 4)
+    connection.set_trace_callback(None)
+    await b.aclose()
