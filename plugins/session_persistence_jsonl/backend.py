@@ -46,9 +46,9 @@ from plugins.session_persistence.errors import (
 from plugins.session_persistence.header import meta_of, stored_header
 from plugins.session_persistence.inline import InlineGate
 from plugins.session_persistence.offload import IoThread
-from plugins.session_persistence.packing import encode_records
 
 from . import frames
+from .encoder import Ahead, batch_text
 from .fileops import FileOps
 from .identity import read_or_create_store_id
 from .layout import (
@@ -176,6 +176,10 @@ class JsonlBackend(BackendBase):
         await self._thread.run(
             self._append_batch, meta, list(events), is_materialized, inline=is_materialized
         )
+
+    def live_encoder(self) -> LiveLines:
+        """A live session's writes, its lines made as its events are admitted."""
+        return LiveLines(self)
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -422,12 +426,12 @@ class JsonlBackend(BackendBase):
 
     # ---- writes --------------------------------------------------------------------------
 
-    def _encode(self, events: Sequence[JsonObject]) -> bytes:
-        """One durable batch: its lines (one frame of them in zstd mode); empty for no events."""
+    def _encode(self, events: Sequence[JsonObject], ahead: Ahead | None = None) -> bytes:
+        """One durable batch: its lines (one frame of them in zstd mode); empty for no events.
+        `ahead`: what a live session prepared for them."""
         if not events:
             return b""
-        records = encode_records(events, pack=self.pack_chunks)
-        plain = ("\n".join(map(dumps, records)) + "\n").encode()
+        plain = batch_text(events, pack=self.pack_chunks, ahead=ahead).encode()
         return frames.compress_frame(plain) if self.compression == "zstd" else plain
 
     def _acquire_writer(self, session_id: str) -> None:
@@ -455,14 +459,18 @@ class JsonlBackend(BackendBase):
         return None
 
     def _append_batch(
-        self, meta: JsonObject, events: builtins.list[JsonObject], is_materialized: bool
+        self,
+        meta: JsonObject,
+        events: builtins.list[JsonObject],
+        is_materialized: bool,
+        ahead: Ahead | None = None,
     ) -> None:
         session_id = meta["id"]
         path = self._path(meta)
         if not is_materialized:
-            self._materialize(session_id, meta, path, self._encode(events))
+            self._materialize(session_id, meta, path, self._encode(events, ahead))
             return
-        payload = self._encode(events)
+        payload = self._encode(events, ahead)
         if not payload:
             return
         transient = self._lock_for_write(session_id, path)
@@ -689,6 +697,32 @@ class JsonlBackend(BackendBase):
         if owner.lock is not None:
             owner.lock.release()
             owner.lock = None
+
+
+class LiveLines:
+    """`JsonlBackend.live_encoder`: one live session's appends, its lines prepared as its
+    events are admitted (`encoder.Ahead`)."""
+
+    __slots__ = ("_ahead", "_backend", "admit")
+
+    def __init__(self, backend: JsonlBackend) -> None:
+        self._backend = backend
+        self._ahead = Ahead(pack=backend.pack_chunks)
+        self.admit = self._ahead.admit
+
+    async def append_batch(
+        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
+    ) -> None:
+        """`JsonlBackend.append_batch`, taking the prepared lines."""
+        backend = self._backend
+        await backend._thread.run(
+            backend._append_batch,
+            meta,
+            list(events),
+            is_materialized,
+            self._ahead,
+            inline=is_materialized,
+        )
 
 
 @lru_cache(maxsize=1024)

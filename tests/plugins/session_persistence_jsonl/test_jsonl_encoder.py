@@ -1,0 +1,108 @@
+"""Lines encoded ahead (`encoder.Ahead`): the same bytes as encoding at the write, and a live
+flush that only joins what its events' admission prepared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonl_helpers import chunk, event
+from test_jsonl_packing import streams
+
+import plugins.session
+import plugins.session_persistence_jsonl
+import plugins.session_persistence_jsonl.encoder as encoder_module
+from framework import Context
+from plugins.session.jsonutil import dumps
+from plugins.session_persistence.packing import encode_records
+from plugins.session_persistence_jsonl.encoder import Ahead, batch_text
+
+
+def reference(events: list[dict[str, Any]], pack: bool) -> str:
+    """The encoding before lines were prepared ahead: records, then one line each."""
+    if not events:
+        return ""
+    return "\n".join(map(dumps, encode_records(events, pack=pack))) + "\n"
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams(), st.data(), st.booleans())
+def test_prepared_lines_give_the_same_bytes(
+    events: list[dict[str, Any]], data: st.DataObject, pack: bool
+) -> None:
+    """Whatever was admitted (all, some, none; older events never admitted, a batch cut
+    anywhere, a retried batch), the text is the one encoded at the write."""
+    ahead = Ahead(pack=pack)
+    admitted = data.draw(st.lists(st.booleans(), min_size=len(events), max_size=len(events)))
+    for flag, ev in zip(admitted, events, strict=True):
+        if flag:
+            ahead.admit(ev)
+    cut = data.draw(st.integers(min_value=0, max_value=len(events)))
+    first, rest = events[:cut], events[cut:]
+    assert batch_text(first, pack=pack, ahead=ahead) == reference(first, pack)
+    assert batch_text(rest, pack=pack, ahead=ahead) == reference(rest, pack)
+    # A retry of a batch whose prepared lines were taken encodes it again, identically.
+    assert batch_text(events, pack=pack, ahead=ahead) == reference(events, pack)
+
+
+def test_take_skips_older_and_refuses_a_different_object() -> None:
+    ahead = Ahead(pack=True)
+    first, second = event(0, "turn/start", {"turn": 1}), event(1, "step/start", {"turn": 1})
+    ahead.admit(first)
+    ahead.admit(second)
+    assert ahead.take(dict(second)) == (None, None)  # an equal copy is not what was admitted
+    assert ahead.take(second) == (dumps(second), None)
+    assert ahead.take(first) == (None, None)  # dropped: older than what was taken
+
+
+def test_admit_leaves_an_unencodable_event_to_the_write() -> None:
+    ahead = Ahead(pack=True)
+    bad = event(0, "custom/x", {"value": float("nan")})
+    ahead.admit(bad)  # no raise: the write raises as it always did
+    assert ahead.take(bad) == (None, None)
+    with pytest.raises(ValueError):
+        batch_text([bad], pack=True, ahead=ahead)
+
+
+def test_a_packable_delta_is_keyed_not_serialized_at_admission() -> None:
+    ahead = Ahead(pack=True)
+    delta = chunk(0, "a")
+    ahead.admit(delta)
+    line, member = ahead.take(delta)
+    assert line is None
+    assert member is not None
+
+
+@pytest.mark.anyio
+async def test_live_flush_joins_the_lines_prepared_at_admission(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with Context() as ctx:
+        await ctx.plugin(plugins.session)
+        await ctx.plugin(
+            plugins.session_persistence_jsonl, {"root": str(tmp_path), "compression": "none"}
+        )
+        session = ctx.sessions.create("s1", seed=[], meta={"cwd": "/w"})
+        session.append("turn/start", {"turn": 1})
+        await ctx.sessions.flush(session)
+        session.append("step/start", {"turn": 1, "step": 1})
+        for text in ("a", "b", "c"):
+            chunk_data = {"type": "text-delta", "index": 0, "text": text}
+            session.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": chunk_data})
+        session.append("step/end", {"turn": 1, "step": 1})
+        encoded: list[Any] = []
+
+        def counting(value: Any) -> str:
+            encoded.append(value)
+            return dumps(value)
+
+        monkeypatch.setattr(encoder_module, "dumps", counting)
+        await ctx.sessions.flush(session)
+        # Only the packed row is serialized at the write; every other line was ready.
+        assert [record["type"] for record in encoded] == ["text-chunks"]
+        path = Path(ctx.sessionPersistence.locate(dict(session.header)).path)
+        lines = path.read_text().splitlines()
+        assert lines[2:] == [dumps(e) for e in encode_records(session.events[1:], pack=True)]
