@@ -85,10 +85,12 @@ _APPEND_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 @dataclass(slots=True)
 class _Owner:
     """A live session bound to this instance: its writer lock (taken at the latest when the
-    log is created) and a kept append descriptor."""
+    log is created) and a kept append descriptor with its `fstat` when opened (the file it
+    names never changes; only its size does)."""
 
     lock: WriterLock | None = None
     fd: int = -1
+    held: os.stat_result | None = None
 
 
 def header_line(meta: JsonObject) -> bytes:
@@ -502,7 +504,7 @@ class JsonlBackend(BackendBase):
         fsync; roll back on failure. Where the cut bytes were kept (None when nothing was cut)."""
         io = self._io
         owner = self._owners.get(session_id)
-        fd = owner.fd if owner is not None else -1
+        fd, held = (owner.fd, owner.held) if owner is not None else (-1, None)
         if fd < 0:
             # A kept descriptor was checked when it was opened; from then on the path must
             # only keep naming its file (below).
@@ -513,10 +515,11 @@ class JsonlBackend(BackendBase):
                 if error.errno == errno.ELOOP:
                     fsguard.check_file(path)  # raises: a symbolic link
                 raise
-            if owner is not None:
-                owner.fd = fd
         try:
-            held = os.fstat(fd)
+            if held is None:
+                held = os.fstat(fd)
+                if owner is not None:
+                    owner.fd, owner.held = fd, held
             if self._files.setdefault(session_id, (held.st_dev, held.st_ino)) != (
                 held.st_dev,
                 held.st_ino,
@@ -546,7 +549,7 @@ class JsonlBackend(BackendBase):
             self._sizes[session_id] = size + len(payload)
         except BaseException:
             if owner is not None:
-                owner.fd = -1
+                owner.fd, owner.held = -1, None
             io.close(fd)
             raise
         if owner is None:
@@ -693,7 +696,7 @@ class JsonlBackend(BackendBase):
     def _drop(self, owner: _Owner) -> None:
         if owner.fd >= 0:
             self._io.close(owner.fd)
-            owner.fd = -1
+            owner.fd, owner.held = -1, None
         if owner.lock is not None:
             owner.lock.release()
             owner.lock = None
