@@ -152,7 +152,9 @@ class LiveEncoder(Protocol):
     async def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
-        """`PersistenceBackend.append_batch` of events this encoder admitted (or not)."""
+        """`PersistenceBackend.append_batch` of events this encoder admitted (or not). Once
+        called it runs to completion even when its caller is cancelled: it never suspends
+        except in a shielded wait for the write (the coordinator adds no shield of its own)."""
 
 
 @runtime_checkable

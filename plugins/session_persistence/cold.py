@@ -208,7 +208,8 @@ class ColdStore:
         self, entry: Entry, events: list[JsonObject], encoder: LiveEncoder | None = None
     ) -> None:
         """`append_batch` under the writer lock, shielded; then advance the cursor. A live
-        binding's writes go through its `encoder` when it has one."""
+        binding's writes go through its `encoder` when it has one; under a held lock they need
+        no shield of their own (an encoder's write completes once begun: `LiveEncoder`)."""
         session_id = entry.meta["id"]
         meta, materialized = entry.meta, entry.materialized
         append = self.backend.append_batch if encoder is None else encoder.append_batch
@@ -218,7 +219,10 @@ class ColdStore:
             entry.materialized = True
             entry.cursor += len(events)
 
-        await self.locks.locked(session_id, write)
+        if encoder is not None and self.locks.holds(session_id):
+            await write()
+        else:
+            await self.locks.locked(session_id, write)
         self._cache.pop(session_id, None)
 
     # -- operations -----------------------------------------------------------------------------

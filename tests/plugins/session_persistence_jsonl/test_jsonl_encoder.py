@@ -3,9 +3,11 @@ flush that only joins what its events' admission prepared."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,8 +19,12 @@ import plugins.session_persistence_jsonl
 import plugins.session_persistence_jsonl.encoder as encoder_module
 from framework import Context
 from plugins.session.jsonutil import dumps
+from plugins.session_persistence.config import Config
 from plugins.session_persistence.packing import encode_records
+from plugins.session_persistence.service import mount_persistence
+from plugins.session_persistence_jsonl import JsonlBackend
 from plugins.session_persistence_jsonl.encoder import Ahead, batch_text
+from plugins.session_persistence_jsonl.fileops import FileOps
 
 
 def reference(events: list[dict[str, Any]], pack: bool) -> str:
@@ -106,3 +112,49 @@ async def test_live_flush_joins_the_lines_prepared_at_admission(
         path = Path(ctx.sessionPersistence.locate(dict(session.header)).path)
         lines = path.read_text().splitlines()
         assert lines[2:] == [dumps(e) for e in encode_records(session.events[1:], pack=True)]
+
+
+class _HeldFsync(FileOps):
+    """`fsync` waits for `release` once `hold` is set (the write is then in flight)."""
+
+    def __init__(self) -> None:
+        self.hold = False
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def fsync(self, fd: int) -> None:
+        if self.hold:
+            self.started.set()
+            self.release.wait(10)
+        super().fsync(fd)
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_live_flush_still_completes_its_write(tmp_path: Path) -> None:
+    """The encoder's write is not shielded by the coordinator: its own shielded wait keeps a
+    cancelled flush's write whole, and the cursor follows it."""
+    ops = _HeldFsync()
+    jsonl = JsonlBackend(tmp_path, compression="none", fileops=ops)
+
+    async def persistence(ctx: Context, config: object) -> Any:
+        return await mount_persistence(ctx, jsonl, Config())
+
+    async with Context() as ctx:
+        await ctx.plugin(plugins.session)
+        await ctx.plugin(persistence)
+        session = ctx.sessions.create("s1", seed=[], meta={"cwd": "/w"})
+        session.append("turn/start", {"turn": 1})
+        await ctx.sessions.flush(session)
+        session.append("step/start", {"turn": 1, "step": 1})
+        ops.hold = True
+        async with anyio.create_task_group() as group:
+            group.start_soon(ctx.sessions.flush, session)
+            await anyio.to_thread.run_sync(ops.started.wait, 10)
+            group.cancel_scope.cancel()  # the write in flight completes all the same
+            ops.release.set()
+        ops.hold = False
+        session.append("step/end", {"turn": 1, "step": 1})
+        await ctx.sessions.flush(session)
+        path = Path(jsonl.locate(dict(session.header)).path)
+        lines = path.read_text().splitlines()
+        assert lines[1:] == [dumps(e) for e in session.events]
