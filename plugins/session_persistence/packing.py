@@ -150,18 +150,19 @@ def encode_records(events: Sequence[JsonObject], *, pack: bool) -> list[JsonObje
         return list(events)
     members = [member_of(event) for event in events]
     return [
-        events[record] if type(record) is int else record  # type: ignore[misc]
+        events[record] if isinstance(record, int) else record[1]
         for record in pack_records(events, members)
     ]
 
 
 def pack_records(
     events: Sequence[JsonObject], members: Sequence[Member | None]
-) -> list[int | JsonObject]:
+) -> list[int | tuple[int, JsonObject]]:
     """The packing rule: the records of one batch, each the index of an event stored as it is
-    or a packed row. `members[k]` is `member_of(events[k])` (made ahead by an encoder that
-    keeps it from when the event was admitted)."""
-    records: list[int | JsonObject] = []
+    or a packed row with the index of its first member. `members[k]` is
+    `member_of(events[k])` (made ahead by an encoder that keeps it from when the event was
+    admitted)."""
+    records: list[int | tuple[int, JsonObject]] = []
     run: list[int] = []
     texts: list[str] = []
     run_key: tuple[Any, ...] | None = None
@@ -186,14 +187,14 @@ def pack_records(
 
 
 def _close_run(
-    records: list[int | JsonObject],
+    records: list[int | tuple[int, JsonObject]],
     events: Sequence[JsonObject],
     run: list[int],
     texts: list[str],
     key: tuple[Any, ...] | None,
 ) -> None:
     if len(run) >= MIN_RUN:
-        records.append(_row(key, [events[index] for index in run], texts))  # type: ignore[arg-type]
+        records.append((run[0], _row(key, [events[index] for index in run], texts)))  # type: ignore[arg-type]
     else:
         records.extend(run)
 

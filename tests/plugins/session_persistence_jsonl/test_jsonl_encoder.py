@@ -59,27 +59,51 @@ def test_take_skips_older_and_refuses_a_different_object() -> None:
     first, second = event(0, "turn/start", {"turn": 1}), event(1, "step/start", {"turn": 1})
     ahead.admit(first)
     ahead.admit(second)
-    assert ahead.take(dict(second)) == (None, None)  # an equal copy is not what was admitted
-    assert ahead.take(second) == (dumps(second), None)
-    assert ahead.take(first) == (None, None)  # dropped: older than what was taken
+    assert ahead.take(dict(second)) == (None, None, None)  # an equal copy was not admitted
+    assert ahead.take(second) == (dumps(second), None, None)
+    assert ahead.take(first) == (None, None, None)  # dropped: older than what was taken
 
 
 def test_admit_leaves_an_unencodable_event_to_the_write() -> None:
     ahead = Ahead(pack=True)
     bad = event(0, "custom/x", {"value": float("nan")})
     ahead.admit(bad)  # no raise: the write raises as it always did
-    assert ahead.take(bad) == (None, None)
+    assert ahead.take(bad) == (None, None, None)
     with pytest.raises(ValueError):
         batch_text([bad], pack=True, ahead=ahead)
 
 
-def test_a_packable_delta_is_keyed_not_serialized_at_admission() -> None:
+def test_a_packable_delta_is_keyed_and_its_text_encoded_at_admission() -> None:
     ahead = Ahead(pack=True)
-    delta = chunk(0, "a")
+    delta = chunk(0, 'a"\u2028')
     ahead.admit(delta)
-    line, member = ahead.take(delta)
+    line, member, text = ahead.take(delta)
     assert line is None
     assert member is not None
+    assert text == dumps('a"\u2028')
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_row_joined_from_prepared_texts_is_its_json(named: bool) -> None:
+    """Strings JavaScript escapes differently (lone surrogates, quotes, U+2028) in the texts,
+    the call id and the name; negative times; a row amid other events."""
+    events: list[dict[str, Any]] = [event(0, "step/start", {"turn": 1, "step": 1})]
+    for k in range(1, 5):
+        body: dict[str, Any] = {"type": "tool-call-delta", "index": -2, "id": "c\ud800"}
+        if named:
+            body["name"] = 'n"\udc80'
+        body["argumentsDelta"] = f'a\udc80\u2028"\\{k}'
+        data = {"turn": 1, "step": 1, "chunk": body}
+        events.append({"type": "assistant/chunk", "seq": k, "time": 5 - 3 * k, "data": data})
+    events.append(event(5, "step/end", {"turn": 1, "step": 1}))
+    ahead = Ahead(pack=True)
+    for ev in events:
+        ahead.admit(ev)
+    assert batch_text(events, pack=True, ahead=ahead) == reference(events, True)
+    texts = [chunk(k, f"t\ud83d{k}") for k in range(3)]
+    for ev in texts:
+        ahead.admit(ev)
+    assert batch_text(texts, pack=True, ahead=ahead) == reference(texts, True)
 
 
 @pytest.mark.anyio
@@ -107,8 +131,8 @@ async def test_live_flush_joins_the_lines_prepared_at_admission(
 
         monkeypatch.setattr(encoder_module, "dumps", counting)
         await ctx.sessions.flush(session)
-        # Only the packed row is serialized at the write; every other line was ready.
-        assert [record["type"] for record in encoded] == ["text-chunks"]
+        # Nothing is serialized at the write: every line, and the packed row's texts, were ready.
+        assert encoded == []
         path = Path(ctx.sessionPersistence.locate(dict(session.header)).path)
         lines = path.read_text().splitlines()
         assert lines[2:] == [dumps(e) for e in encode_records(session.events[1:], pack=True)]
