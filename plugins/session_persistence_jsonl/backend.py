@@ -152,6 +152,8 @@ class JsonlBackend(BackendBase):
         self._sizes: dict[str, int] = {}
         #: session id -> (st_dev, st_ino) of the log this process last read or wrote.
         self._files: dict[str, tuple[int, int]] = {}
+        #: session id -> the prepared lines of the live write about to call `append_batch`.
+        self._handoff: dict[str, Ahead] = {}
 
     # ---- Protocol ------------------------------------------------------------------------
 
@@ -174,9 +176,11 @@ class JsonlBackend(BackendBase):
     async def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
-        """Make `events` durable as one unit (creating the log with them when not materialized)."""
+        """Make `events` durable as one unit (creating the log with them when not materialized),
+        with the lines a live session's encoder prepared for them (`LiveLines`)."""
+        ahead = self._handoff.pop(meta["id"], None)
         await self._thread.run(
-            self._append_batch, meta, list(events), is_materialized, inline=is_materialized
+            self._append_batch, meta, list(events), is_materialized, ahead, inline=is_materialized
         )
 
     def live_encoder(self) -> LiveLines:
@@ -704,7 +708,9 @@ class JsonlBackend(BackendBase):
 
 class LiveLines:
     """`JsonlBackend.live_encoder`: one live session's appends, its lines prepared as its
-    events are admitted (`encoder.Ahead`)."""
+    events are admitted (`encoder.Ahead`). A write still goes through the backend's own
+    `append_batch` (every durable write is one), which takes the lines handed over for its id
+    (the coordinator never overlaps two writes of one id)."""
 
     __slots__ = ("_ahead", "_backend", "admit")
 
@@ -716,16 +722,13 @@ class LiveLines:
     async def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
-        """`JsonlBackend.append_batch`, taking the prepared lines."""
-        backend = self._backend
-        await backend._thread.run(
-            backend._append_batch,
-            meta,
-            list(events),
-            is_materialized,
-            self._ahead,
-            inline=is_materialized,
-        )
+        """`JsonlBackend.append_batch`, with the prepared lines handed over."""
+        backend, session_id = self._backend, meta["id"]
+        backend._handoff[session_id] = self._ahead
+        try:
+            await backend.append_batch(meta, events, is_materialized=is_materialized)
+        finally:
+            backend._handoff.pop(session_id, None)
 
 
 @lru_cache(maxsize=1024)

@@ -182,3 +182,34 @@ async def test_a_cancelled_live_flush_still_completes_its_write(tmp_path: Path) 
         path = Path(jsonl.locate(dict(session.header)).path)
         lines = path.read_text().splitlines()
         assert lines[1:] == [dumps(e) for e in session.events]
+
+
+@pytest.mark.anyio
+async def test_a_live_write_is_still_an_append_batch_of_the_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Wrapping the instance's `append_batch` sees every live write (and the wrapped call still
+    gets the prepared lines)."""
+    async with Context() as ctx:
+        await ctx.plugin(plugins.session)
+        await ctx.plugin(
+            plugins.session_persistence_jsonl, {"root": str(tmp_path), "compression": "none"}
+        )
+        backend = ctx.sessionPersistence.backend
+        real = backend.append_batch
+        seen: list[list[int]] = []
+
+        async def append_batch(meta: Any, events: Any, *, is_materialized: bool) -> None:
+            await real(meta, events, is_materialized=is_materialized)
+            seen.append([event["seq"] for event in events])
+
+        backend.append_batch = append_batch
+        session = ctx.sessions.create("s1", seed=[], meta={"cwd": "/w"})
+        session.append("turn/start", {"turn": 1})
+        await ctx.sessions.flush(session)
+        session.append("step/start", {"turn": 1, "step": 1})  # its line is made here
+        encoded: list[Any] = []
+        monkeypatch.setattr(encoder_module, "dumps", lambda v: encoded.append(v) or dumps(v))
+        await ctx.sessions.flush(session)
+        assert seen == [[0, 1], [2]]
+        assert encoded == []
