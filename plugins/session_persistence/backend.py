@@ -138,3 +138,28 @@ class PersistenceBackend(Protocol):
 
     async def aclose(self) -> None:
         """Release every lock and resource."""
+
+
+class LiveEncoder(Protocol):
+    """One live session's write path on a backend that encodes ahead: each event is encoded
+    when it is admitted (`admit`, on the loop thread, in seq order), so a write only joins
+    what is ready. The bytes stored are exactly `append_batch`'s: what was not encoded ahead
+    (an event admitted before binding, a batch retried after a failure) is encoded then."""
+
+    def admit(self, event: JsonObject) -> None:
+        """Encode `event` ahead of its write; never raises (a failure is met at the write)."""
+
+    async def append_batch(
+        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
+    ) -> None:
+        """`PersistenceBackend.append_batch` of events this encoder admitted (or not). Once
+        called it runs to completion even when its caller is cancelled: it never suspends
+        except in a shielded wait for the write (the coordinator adds no shield of its own)."""
+
+
+@runtime_checkable
+class EncodesAhead(Protocol):
+    """A backend whose live writes may be encoded ahead (`LiveEncoder`), one per binding."""
+
+    def live_encoder(self) -> LiveEncoder:
+        """A new encoder for one live session."""

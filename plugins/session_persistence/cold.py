@@ -17,7 +17,7 @@ from plugins.session.events import LogValidator
 from plugins.session.jsonutil import MAX_SAFE_INTEGER, snapshot
 from plugins.session.repair import TurnFold
 
-from .backend import JsonObject, PersistenceBackend, SetAside, Snapshot, StoredLog
+from .backend import JsonObject, LiveEncoder, PersistenceBackend, SetAside, Snapshot, StoredLog
 from .config import Config
 from .errors import (
     SessionExistsError,
@@ -204,17 +204,25 @@ class ColdStore:
         set_aside = prepared.set_aside if kept is None else (*prepared.set_aside, kept)
         return Prepared(prepared.meta, prepared.events, [], revision, None, 0, set_aside)
 
-    async def append_durably(self, entry: Entry, events: list[JsonObject]) -> None:
-        """`append_batch` under the writer lock, shielded; then advance the cursor."""
+    async def append_durably(
+        self, entry: Entry, events: list[JsonObject], encoder: LiveEncoder | None = None
+    ) -> None:
+        """`append_batch` under the writer lock, shielded; then advance the cursor. A live
+        binding's writes go through its `encoder` when it has one; under a held lock they need
+        no shield of their own (an encoder's write completes once begun: `LiveEncoder`)."""
         session_id = entry.meta["id"]
         meta, materialized = entry.meta, entry.materialized
+        append = self.backend.append_batch if encoder is None else encoder.append_batch
 
         async def write() -> None:
-            await self.backend.append_batch(meta, events, is_materialized=materialized)
+            await append(meta, events, is_materialized=materialized)
             entry.materialized = True
             entry.cursor += len(events)
 
-        await self.locks.locked(session_id, write)
+        if encoder is not None and self.locks.holds(session_id):
+            await write()
+        else:
+            await self.locks.locked(session_id, write)
         self._cache.pop(session_id, None)
 
     # -- operations -----------------------------------------------------------------------------

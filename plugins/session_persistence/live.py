@@ -16,7 +16,7 @@ import anyio
 
 from plugins.session.jsonutil import dumps
 
-from .backend import JsonObject, PersistenceBackend
+from .backend import EncodesAhead, JsonObject, PersistenceBackend
 from .cold import ColdStore, check_seqs
 from .errors import SessionPersistenceError
 from .fifo import Ticket
@@ -64,6 +64,7 @@ class LiveSessions:
         self.cold = cold
         self._timers = timers
         self._spawn = spawn
+        self._encodes = backend if isinstance(backend, EncodesAhead) else None
         #: Live bindings by `id(session)`: the `session/event` hot path is one dict lookup.
         self.bindings: dict[int, Binding] = {}
         #: Bindings whose init failed, by `id(session)`: their flushes re-raise the failure.
@@ -77,11 +78,14 @@ class LiveSessions:
         """`session/created`: bind the session and queue its init in the id's chain."""
         session_id = session.id
         binding = Binding(session, anyio.Event())
+        if self._encodes is not None:
+            binding.encoder = self._encodes.live_encoder()
         binding.controller = WriteController(
             label=f'{self.backend.name}: background write for session "{session_id}"',
             write=partial(self._write_live, binding),
             ready=binding.ready,
             timers=self._timers,
+            admit=None if binding.encoder is None else binding.encoder.admit,
         )
         self.bindings[id(session)] = binding
         self._spawn(self._init, binding, self.table.ticket(session_id))
@@ -242,7 +246,7 @@ class LiveSessions:
             check_seqs(entry.meta["id"], cursor, batch)
             if not entry.materialized:
                 await self.locks.hold(entry.meta["id"])
-            await self.cold.append_durably(entry, batch)
+            await self.cold.append_durably(entry, batch, binding.encoder)
 
     async def _retire(self, binding: Binding, retirement: Retirement) -> None:
         session_id = binding.session.id

@@ -154,7 +154,8 @@ class IoThread:
         call: Call[T] = Call(fn, False, gate.clock if gate is not None else None)
         self._spilled += 1
         try:
-            await anyio.to_thread.run_sync(call.execute)
+            with anyio.CancelScope(shield=True):  # like the thread's wait: never abandoned
+                await anyio.to_thread.run_sync(call.execute)
         finally:
             self._spilled -= 1
         if gate is not None:

@@ -23,9 +23,12 @@ __all__ = [
     "CHUNK_TAGS",
     "MIN_RUN",
     "MalformedStorageRowError",
+    "Member",
     "check_row",
     "decode_record",
     "encode_records",
+    "member_of",
+    "pack_records",
     "row_members",
 ]
 
@@ -37,6 +40,8 @@ CHUNK_TAGS: Final = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chu
 MIN_RUN: Final = 3
 
 _MAX_SAFE: Final = 2**53 - 1
+#: What a packable event contributes to a row: its run key and its payload text.
+Member = tuple[tuple[Any, ...], str]
 _EVENT_KEYS: Final = ("type", "seq", "time", "data")
 _DATA_KEYS: Final = ("turn", "step", "chunk")
 _TEXT_CHUNK_KEYS: Final = ("type", "index", "text")
@@ -65,7 +70,7 @@ def _is_int(value: object) -> bool:
     return type(value) is int and -_MAX_SAFE <= value <= _MAX_SAFE
 
 
-def _member(event: JsonObject) -> tuple[tuple[Any, ...], str] | None:
+def member_of(event: JsonObject) -> Member | None:
     """The run key and payload text of a packable event, else None.
 
     The key (`(tag, turn, step, index, id, has_name, name)`) is what members of one row share.
@@ -143,35 +148,55 @@ def encode_records(events: Sequence[JsonObject], *, pack: bool) -> list[JsonObje
     """
     if not pack:
         return list(events)
-    records: list[JsonObject] = []
-    run: list[JsonObject] = []
+    members = [member_of(event) for event in events]
+    return [
+        events[record] if isinstance(record, int) else record[1]
+        for record in pack_records(events, members)
+    ]
+
+
+def pack_records(
+    events: Sequence[JsonObject], members: Sequence[Member | None]
+) -> list[int | tuple[int, JsonObject]]:
+    """The packing rule: the records of one batch, each the index of an event stored as it is
+    or a packed row with the index of its first member. `members[k]` is
+    `member_of(events[k])` (made ahead by an encoder that keeps it from when the event was
+    admitted)."""
+    records: list[int | tuple[int, JsonObject]] = []
+    run: list[int] = []
     texts: list[str] = []
     run_key: tuple[Any, ...] | None = None
-    for event in events:
-        member = _member(event)
+    for index, member in enumerate(members):
         if member is not None:
             key, text = member
             if key == run_key:
-                previous = run[-1]
+                event, previous = events[index], events[run[-1]]
                 gap = event["time"] - previous["time"]
                 if event["seq"] == previous["seq"] + 1 and -_MAX_SAFE <= gap <= _MAX_SAFE:
-                    run.append(event)
+                    run.append(index)
                     texts.append(text)
                     continue
-        if len(run) >= MIN_RUN:
-            records.append(_row(run_key, run, texts))  # type: ignore[arg-type]
-        else:
-            records.extend(run)
+        _close_run(records, events, run, texts, run_key)
         if member is None:
-            records.append(event)
+            records.append(index)
             run, texts, run_key = [], [], None
         else:
-            run, texts, run_key = [event], [member[1]], member[0]
+            run, texts, run_key = [index], [member[1]], member[0]
+    _close_run(records, events, run, texts, run_key)
+    return records
+
+
+def _close_run(
+    records: list[int | tuple[int, JsonObject]],
+    events: Sequence[JsonObject],
+    run: list[int],
+    texts: list[str],
+    key: tuple[Any, ...] | None,
+) -> None:
     if len(run) >= MIN_RUN:
-        records.append(_row(run_key, run, texts))  # type: ignore[arg-type]
+        records.append((run[0], _row(key, [events[index] for index in run], texts)))  # type: ignore[arg-type]
     else:
         records.extend(run)
-    return records
 
 
 def decode_record(record: JsonObject) -> list[JsonObject]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from .backend import JsonObject, SetAside
+from .backend import JsonObject, LiveEncoder, SetAside
 from .fifo import FifoLock, Ticket
 from .session_api import LiveSession
 from .writer import WriteController
@@ -71,6 +71,8 @@ class Binding:
     session: LiveSession
     ready: anyio.Event
     controller: WriteController = field(init=False)
+    #: Encodes its events ahead of their writes, when the backend does (`EncodesAhead`).
+    encoder: LiveEncoder | None = None
     entry: Entry | None = None
     error: Exception | None = None
     detached: bool = False

@@ -66,12 +66,15 @@ class WriteController:
         write: WriteBatch,
         ready: anyio.Event,
         timers: Timers,
+        admit: Callable[[JsonObject], None] | None = None,
     ) -> None:
         #: `<backend>: background write for session "<id>"`, the warning's prefix.
         self._label = label
         self._write = write
         self._ready = ready
         self._timers = timers
+        #: Prepares each event for its write as it is admitted (`backend.LiveEncoder.admit`).
+        self._admit = admit
         #: Events admitted but not yet durable, in seq order.
         self.pending: list[JsonObject] = []
         self._timer: Window | None = None
@@ -83,6 +86,8 @@ class WriteController:
 
     def enqueue(self, event: JsonObject) -> None:
         """Buffer `event`; arm the window if it is the first (the deadline is never extended)."""
+        if self._admit is not None:
+            self._admit(event)
         self.pending.append(event)
         if self._drain is not None:
             return

@@ -46,9 +46,9 @@ from plugins.session_persistence.errors import (
 from plugins.session_persistence.header import meta_of, stored_header
 from plugins.session_persistence.inline import InlineGate
 from plugins.session_persistence.offload import IoThread
-from plugins.session_persistence.packing import encode_records
 
 from . import frames
+from .encoder import Ahead, batch_text
 from .fileops import FileOps
 from .identity import read_or_create_store_id
 from .layout import (
@@ -85,10 +85,12 @@ _APPEND_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 @dataclass(slots=True)
 class _Owner:
     """A live session bound to this instance: its writer lock (taken at the latest when the
-    log is created) and a kept append descriptor."""
+    log is created) and a kept append descriptor with its `fstat` when opened (the file it
+    names never changes; only its size does)."""
 
     lock: WriterLock | None = None
     fd: int = -1
+    held: os.stat_result | None = None
 
 
 def header_line(meta: JsonObject) -> bytes:
@@ -150,6 +152,8 @@ class JsonlBackend(BackendBase):
         self._sizes: dict[str, int] = {}
         #: session id -> (st_dev, st_ino) of the log this process last read or wrote.
         self._files: dict[str, tuple[int, int]] = {}
+        #: session id -> the prepared lines of the live write about to call `append_batch`.
+        self._handoff: dict[str, Ahead] = {}
 
     # ---- Protocol ------------------------------------------------------------------------
 
@@ -172,10 +176,16 @@ class JsonlBackend(BackendBase):
     async def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
-        """Make `events` durable as one unit (creating the log with them when not materialized)."""
+        """Make `events` durable as one unit (creating the log with them when not materialized),
+        with the lines a live session's encoder prepared for them (`LiveLines`)."""
+        ahead = self._handoff.pop(meta["id"], None)
         await self._thread.run(
-            self._append_batch, meta, list(events), is_materialized, inline=is_materialized
+            self._append_batch, meta, list(events), is_materialized, ahead, inline=is_materialized
         )
+
+    def live_encoder(self) -> LiveLines:
+        """A live session's writes, its lines made as its events are admitted."""
+        return LiveLines(self)
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -422,12 +432,12 @@ class JsonlBackend(BackendBase):
 
     # ---- writes --------------------------------------------------------------------------
 
-    def _encode(self, events: Sequence[JsonObject]) -> bytes:
-        """One durable batch: its lines (one frame of them in zstd mode); empty for no events."""
+    def _encode(self, events: Sequence[JsonObject], ahead: Ahead | None = None) -> bytes:
+        """One durable batch: its lines (one frame of them in zstd mode); empty for no events.
+        `ahead`: what a live session prepared for them."""
         if not events:
             return b""
-        records = encode_records(events, pack=self.pack_chunks)
-        plain = ("\n".join(map(dumps, records)) + "\n").encode()
+        plain = batch_text(events, pack=self.pack_chunks, ahead=ahead).encode()
         return frames.compress_frame(plain) if self.compression == "zstd" else plain
 
     def _acquire_writer(self, session_id: str) -> None:
@@ -455,14 +465,18 @@ class JsonlBackend(BackendBase):
         return None
 
     def _append_batch(
-        self, meta: JsonObject, events: builtins.list[JsonObject], is_materialized: bool
+        self,
+        meta: JsonObject,
+        events: builtins.list[JsonObject],
+        is_materialized: bool,
+        ahead: Ahead | None = None,
     ) -> None:
         session_id = meta["id"]
         path = self._path(meta)
         if not is_materialized:
-            self._materialize(session_id, meta, path, self._encode(events))
+            self._materialize(session_id, meta, path, self._encode(events, ahead))
             return
-        payload = self._encode(events)
+        payload = self._encode(events, ahead)
         if not payload:
             return
         transient = self._lock_for_write(session_id, path)
@@ -494,7 +508,7 @@ class JsonlBackend(BackendBase):
         fsync; roll back on failure. Where the cut bytes were kept (None when nothing was cut)."""
         io = self._io
         owner = self._owners.get(session_id)
-        fd = owner.fd if owner is not None else -1
+        fd, held = (owner.fd, owner.held) if owner is not None else (-1, None)
         if fd < 0:
             # A kept descriptor was checked when it was opened; from then on the path must
             # only keep naming its file (below).
@@ -505,10 +519,11 @@ class JsonlBackend(BackendBase):
                 if error.errno == errno.ELOOP:
                     fsguard.check_file(path)  # raises: a symbolic link
                 raise
-            if owner is not None:
-                owner.fd = fd
         try:
-            held = os.fstat(fd)
+            if held is None:
+                held = os.fstat(fd)
+                if owner is not None:
+                    owner.fd, owner.held = fd, held
             if self._files.setdefault(session_id, (held.st_dev, held.st_ino)) != (
                 held.st_dev,
                 held.st_ino,
@@ -538,7 +553,7 @@ class JsonlBackend(BackendBase):
             self._sizes[session_id] = size + len(payload)
         except BaseException:
             if owner is not None:
-                owner.fd = -1
+                owner.fd, owner.held = -1, None
             io.close(fd)
             raise
         if owner is None:
@@ -685,10 +700,35 @@ class JsonlBackend(BackendBase):
     def _drop(self, owner: _Owner) -> None:
         if owner.fd >= 0:
             self._io.close(owner.fd)
-            owner.fd = -1
+            owner.fd, owner.held = -1, None
         if owner.lock is not None:
             owner.lock.release()
             owner.lock = None
+
+
+class LiveLines:
+    """`JsonlBackend.live_encoder`: one live session's appends, its lines prepared as its
+    events are admitted (`encoder.Ahead`). A write still goes through the backend's own
+    `append_batch` (every durable write is one), which takes the lines handed over for its id
+    (the coordinator never overlaps two writes of one id)."""
+
+    __slots__ = ("_ahead", "_backend", "admit")
+
+    def __init__(self, backend: JsonlBackend) -> None:
+        self._backend = backend
+        self._ahead = Ahead(pack=backend.pack_chunks)
+        self.admit = self._ahead.admit
+
+    async def append_batch(
+        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
+    ) -> None:
+        """`JsonlBackend.append_batch`, with the prepared lines handed over."""
+        backend, session_id = self._backend, meta["id"]
+        backend._handoff[session_id] = self._ahead
+        try:
+            await backend.append_batch(meta, events, is_materialized=is_materialized)
+        finally:
+            backend._handoff.pop(session_id, None)
 
 
 @lru_cache(maxsize=1024)
