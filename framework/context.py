@@ -186,7 +186,7 @@ class Context:
         self._root.service_names.update(required)
         for service in required:
             self._root.dependents.setdefault(service, []).append(fiber)
-        self._root.schedule(fiber, True)
+        self._root.schedule(fiber)
         return fiber
 
     async def settle(self) -> None:

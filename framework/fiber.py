@@ -4,7 +4,8 @@ Transitions of one fiber are serialised by its lock and run in background tasks 
 task group. A fiber loads while every injected service exists and its provider is ACTIVE (and
 not releasing); before a provider unloads, the dependents bound to its services are unloaded
 back to PENDING, while the services are still readable. A service change re-evaluates its
-dependents: PENDING ones load, ACTIVE ones bound to another provider reload, FAILED ones retry.
+dependents: PENDING ones load, ACTIVE ones bound to another provider reload, FAILED ones retry when
+a provider they inject differs from the one their failed load was given.
 Teardown order: dependents, then child fibers (last first), then effects (last first).
 """
 
@@ -147,18 +148,18 @@ class Root:
             realm = self.labelled[label] = Realm(label)
         return realm
 
-    def schedule(self, fiber: Fiber, retry: bool) -> None:
+    def schedule(self, fiber: Fiber) -> None:
         """Re-evaluate `fiber` in the background (load, reload, unload as needed)."""
         assert self.tg is not None, "Context.plugin checks that the root is entered"
         fiber._pending += 1
         self.enter()
-        self.tg.start_soon(fiber._refresh, retry)
+        self.tg.start_soon(fiber._refresh)
 
     def notify(self, name: str, realm: Realm) -> None:
         """Service `name` changed in `realm`: re-evaluate every fiber injecting it there."""
         for fiber in tuple(self.dependents.get(name, ())):
             if fiber.ctx._realm(name) is realm:
-                self.schedule(fiber, True)
+                self.schedule(fiber)
 
     def enter(self) -> None:
         self.busy += 1
@@ -212,6 +213,8 @@ class Fiber:
         self._effects: list[Effect] = []
         self._provided: list[tuple[str, Realm, Entry]] = []
         self._bound: dict[str, Entry] = {}
+        #: The providers the last failed load was given: a retry needs another one.
+        self._failed_with: dict[str, Entry] = {}
         self._lock = anyio.Lock()
         self._owner: int | None = None  # id of the task inside a transition of this fiber
         self._pending = 0
@@ -325,12 +328,17 @@ class Fiber:
                 return False
         return True
 
+    def _providers(self) -> dict[str, Entry]:
+        """The entries `inject` would bind now (missing names left out)."""
+        entries = {name: self.ctx._realm(name).entries.get(name) for name in self.inject}
+        return {name: entry for name, entry in entries.items() if entry is not None}
+
     def _current(self) -> bool:
         return all(
             self.ctx._realm(name).entries.get(name) is entry for name, entry in self._bound.items()
         )
 
-    async def _refresh(self, retry: bool) -> None:
+    async def _refresh(self) -> None:
         try:
             async with self._transition():
                 if self._disposing:
@@ -340,8 +348,8 @@ class Fiber:
                         return
                     await self._unload()
                 elif self.state is FiberState.FAILED:
-                    if not retry:
-                        return
+                    if self._providers() == self._failed_with:
+                        return  # nothing it injects changed since it failed: failing again
                     self.state = FiberState.PENDING
                     self.error = None
                 if self._ready():
@@ -377,6 +385,7 @@ class Fiber:
         await self._release()
         self.state = FiberState.UNLOADING
         await self._teardown()
+        self._failed_with = self._bound if failure is not None else {}
         self._bound = {}
         self.state = FiberState.PENDING if failure is None else FiberState.FAILED
         self.error = failure

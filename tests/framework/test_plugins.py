@@ -227,3 +227,32 @@ def test_fiber_states_are_the_binding_six() -> None:
         "DISPOSED",
         "UNLOADING",
     ]
+
+
+async def test_a_failing_plugin_is_applied_once_until_a_provider_it_injects_changes() -> None:
+    """Its provider activating while it waits to load schedules it twice; it fails once."""
+    calls: list[object] = []
+
+    def provider(ctx: Context, config: object) -> None:
+        ctx.provide("thing", 1)
+
+    def failing(ctx: Context, config: object) -> None:
+        calls.append(ctx.thing)
+        raise RuntimeError("boom")
+
+    failing.inject = ["thing"]  # type: ignore[attr-defined]
+
+    def replacement(ctx: Context, config: object) -> None:
+        ctx.provide("thing", 2)
+
+    async with Context() as ctx:
+        first = ctx.plugin(provider)
+        fiber = ctx.plugin(failing)
+        await ctx.settle()
+        assert fiber.state is FiberState.FAILED
+        assert calls == [1]
+        await first.dispose()
+        ctx.plugin(replacement)
+        await ctx.settle()
+        assert calls == [1, 2]  # another provider: one retry
+        assert fiber.state is FiberState.FAILED
