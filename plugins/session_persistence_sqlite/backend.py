@@ -56,9 +56,9 @@ from .locks import (
     now_ms,
     recorded_holder,
 )
-from .rows import Row, encode_rows, scan
+from .rows import Ahead, Row, encode_rows, scan
 
-__all__ = ["SqliteBackend"]
+__all__ = ["LiveRows", "SqliteBackend"]
 
 T = TypeVar("T")
 
@@ -147,6 +147,8 @@ class SqliteBackend(BackendBase):
         self._tokens: dict[str, str] = {}
         #: session id -> the stored next seq this process last saw (the stale-writer check).
         self._seen: dict[str, int] = {}
+        #: session id -> the rows its live encoder prepared, handed to the write in progress.
+        self._handoff: dict[str, Ahead] = {}
 
     # ---- Protocol ------------------------------------------------------------------------
 
@@ -165,12 +167,18 @@ class SqliteBackend(BackendBase):
     async def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
-        """One `BEGIN IMMEDIATE` transaction: checks, the session row on first write, rows."""
+        """One `BEGIN IMMEDIATE` transaction: checks, the session row on first write, rows
+        (those a live session's encoder prepared taken as they are: `LiveRows`)."""
+        ahead = self._handoff.pop(meta["id"], None)
         if events or not is_materialized:
-            args = (meta, list(events), is_materialized)
+            args = (meta, list(events), is_materialized, ahead)
             await self._thread.run(
                 self._call, self._append_batch, args, False, group=True, inline=is_materialized
             )
+
+    def live_encoder(self) -> LiveRows:
+        """A live session's writes, its rows made as its events are admitted."""
+        return LiveRows(self)
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -425,9 +433,10 @@ class SqliteBackend(BackendBase):
         meta: JsonObject,
         events: builtins.list[JsonObject],
         is_materialized: bool,
+        ahead: Ahead | None = None,
     ) -> None:
         session_id: str = meta["id"]
-        rows = encode_rows(events)
+        rows = encode_rows(events, ahead)
         first = events[0]["seq"] if events else None
         count = len(events)
 
@@ -574,3 +583,28 @@ class SqliteBackend(BackendBase):
         finally:
             connection.close()
             self._connection = None
+
+
+class LiveRows:
+    """`SqliteBackend.live_encoder`: one live session's appends, its rows prepared as its
+    events are admitted (`rows.Ahead`). A write still goes through the backend's own
+    `append_batch` (every durable write is one, grouped commits included), which takes the
+    rows handed over for its id (the coordinator never overlaps two writes of one id)."""
+
+    __slots__ = ("_ahead", "_backend", "admit")
+
+    def __init__(self, backend: SqliteBackend) -> None:
+        self._backend = backend
+        self._ahead = Ahead()
+        self.admit = self._ahead.admit
+
+    async def append_batch(
+        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
+    ) -> None:
+        """`SqliteBackend.append_batch`, with the prepared rows handed over."""
+        backend, session_id = self._backend, meta["id"]
+        backend._handoff[session_id] = self._ahead
+        try:
+            await backend.append_batch(meta, events, is_materialized=is_materialized)
+        finally:
+            backend._handoff.pop(session_id, None)

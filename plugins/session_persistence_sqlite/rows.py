@@ -12,6 +12,10 @@ One row per event, or one per packed chunk run (`type` = the packed tag, `seq`/`
   NULL: envelopes reload in their written key order, `type, seq, time, data, ignorable?`, then
   the two surface keys.
 
+A live session's rows are made as its events are admitted (`Ahead`): each event's row, or for
+a delta that packing may merge its run key and the JSON of its text, so a write only packs and
+binds; the rows are the same whether an event was prepared or not (docs/performance.md).
+
 A stored log is read back with `scan`: rows come from transactions, so any bad row (undecodable,
 or not where the previous rows end) is corruption naming its seq, never a torn tail.
 """
@@ -19,6 +23,7 @@ or not where the previous rows end) is corruption naming its seq, never a torn t
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
@@ -29,8 +34,11 @@ from plugins.session_persistence.packing import (
     CHUNK_TAGS,
     MIN_RUN,
     MalformedStorageRowError,
+    Member,
     decode_record,
     encode_records,
+    member_of,
+    pack_records,
 )
 from plugins.session_persistence.records import RecordSequence
 
@@ -38,6 +46,7 @@ __all__ = [
     "MAX_PACKED_BYTES",
     "MAX_PACKED_MEMBERS",
     "ZSTD_THRESHOLD",
+    "Ahead",
     "Row",
     "decode_row",
     "decode_seqs",
@@ -162,40 +171,108 @@ def _event_row(event: JsonObject) -> Row:
     )
 
 
-def _packed_rows(members: list[JsonObject], record: JsonObject | None = None) -> Iterable[Row]:
-    """Rows of one packable run (`record` is its packed form when already built), split to the
-    member and byte limits; a rest shorter than a packable run is stored unpacked."""
+def _packed_rows(
+    members: list[JsonObject], texts: list[str | None], record: JsonObject | None = None
+) -> Iterable[Row]:
+    """Rows of one packable run (`record` is its packed form when already built; `texts[k]` is
+    the JSON of member k's text when prepared, else None), split to the member and byte limits;
+    a rest shorter than a packable run is stored unpacked."""
     if len(members) < MIN_RUN:
         yield from (_event_row(event) for event in members)
         return
     if len(members) > MAX_PACKED_MEMBERS:
         for start in range(0, len(members), MAX_PACKED_MEMBERS):
-            yield from _packed_rows(members[start : start + MAX_PACKED_MEMBERS])
+            stop = start + MAX_PACKED_MEMBERS
+            yield from _packed_rows(members[start:stop], texts[start:stop])
         return
     if record is None:
         (record,) = encode_records(members, pack=True)
-    text = dumps(record["data"])
+    data = record["data"]
+    text = dumps(data) if None in texts else _data_text(data, texts)  # type: ignore[arg-type]
     raw = text.encode()
     if len(raw) > MAX_PACKED_BYTES:
         half = len(members) // 2
-        yield from _packed_rows(members[:half])
-        yield from _packed_rows(members[half:])
+        yield from _packed_rows(members[:half], texts[:half])
+        yield from _packed_rows(members[half:], texts[half:])
         return
     yield (record["seq0"], record["type"], record["time0"], _stored(text, raw), None, None, 0, None)
 
 
-def encode_rows(events: Sequence[JsonObject]) -> list[Row]:
-    """The `events` rows of one batch, packing runs of >= 3 streaming deltas."""
+def _data_text(data: JsonObject, texts: list[str]) -> str:
+    """`dumps(data)` of a packed row whose member texts are already JSON (`texts`): its other
+    values are safe integers and strings, in `packing`'s key order."""
+    dt = ",".join(map(str, data["dt"]))
+    head = f'{{"turn":{data["turn"]},"step":{data["step"]},"index":{data["index"]},"dt":[{dt}]'
+    joined = ",".join(texts)
+    if "texts" in data:
+        return f'{head},"texts":[{joined}]}}'
+    name = f',"name":{dumps(data["name"])}' if "name" in data else ""
+    return f'{head},"id":{dumps(data["id"])}{name},"args":[{joined}]}}'
+
+
+#: What `Ahead.admit` prepared for one event: the event, then its row (an event stored as it
+#: is) or its packing member and the JSON of its text (a packable delta).
+_Prepared = tuple[JsonObject, Row | None, Member | None, str | None]
+_Taken = tuple[Row | None, Member | None, str | None]
+_NOTHING: Final = (None, None, None)
+
+
+class Ahead:
+    """Prepared rows of one live session, made on the loop thread (`admit`) and taken by the
+    write that stores them (`take`), possibly on the I/O thread: `deque` appends and pops are
+    atomic, and the coordinator never overlaps two writes of one session."""
+
+    __slots__ = ("_ready",)
+
+    def __init__(self) -> None:
+        self._ready: deque[_Prepared] = deque()
+
+    def admit(self, event: JsonObject) -> None:
+        """Prepare `event` (admitted in seq order); one that does not encode is left to the
+        write, which raises as it always did."""
+        try:
+            member = member_of(event)
+            if member is None:
+                self._ready.append((event, _event_row(event), None, None))
+            else:
+                self._ready.append((event, None, member, dumps(member[1])))
+        except Exception:
+            return
+
+    def take(self, event: JsonObject) -> _Taken:
+        """What was prepared for `event` (dropping anything older), else nothing."""
+        ready = self._ready
+        seq = event["seq"]
+        while ready and ready[0][0]["seq"] < seq:
+            ready.popleft()
+        if ready and ready[0][0] is event:
+            _, row, member, text = ready.popleft()
+            return row, member, text
+        return _NOTHING
+
+
+def encode_rows(events: Sequence[JsonObject], ahead: Ahead | None = None) -> list[Row]:
+    """The `events` rows of one batch, packing runs of >= 3 streaming deltas; `ahead` supplies
+    what was prepared (an event without it is encoded here)."""
+    ready: list[Row | None] = []
+    members: list[Member | None] = []
+    texts: list[str | None] = []
+    for event in events:
+        row, member, text = _NOTHING if ahead is None else ahead.take(event)
+        if row is None and member is None:
+            member = member_of(event)
+        ready.append(row)
+        members.append(member)
+        texts.append(text)
     rows: list[Row] = []
-    position = 0
-    for record in encode_records(events, pack=True):
-        if record["type"] in CHUNK_TAGS:
-            count = len(record["data"]["dt"]) + 1
-            rows.extend(_packed_rows(list(events[position : position + count]), record))
-            position += count
+    for record in pack_records(events, members):
+        if isinstance(record, int):
+            row = ready[record]
+            rows.append(_event_row(events[record]) if row is None else row)
         else:
-            rows.append(_event_row(record))
-            position += 1
+            start, packed = record
+            stop = start + len(packed["data"]["dt"]) + 1
+            rows.extend(_packed_rows(list(events[start:stop]), texts[start:stop], packed))
     return rows
 
 
