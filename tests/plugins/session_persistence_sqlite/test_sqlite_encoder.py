@@ -47,42 +47,47 @@ def reference(events: Sequence[JsonObject]) -> list[Row]:
 
 
 texts = st.text(alphabet=st.sampled_from(["a", '"', "\\", "\u2028", "\ud800", "\udc80", "é"]))
-small = st.integers(min_value=-3, max_value=3)
+small = st.sampled_from([1, 1, 1, -2])  # mostly one key, so runs form
+ids = st.sampled_from(["c", 'c"\ud800'])
 
 
 @st.composite
 def streams(draw: st.DrawFn) -> list[JsonObject]:
-    """Packable deltas, near-misses, events with surface keys (both orders) and large data."""
+    """Runs of packable deltas, near-misses, events with surface keys (both orders) and large
+    data."""
     out: list[JsonObject] = []
     seq = draw(st.integers(min_value=0, max_value=2**53 - 200))
     time = draw(st.integers(min_value=-(2**40), max_value=2**40))
-    for _ in range(draw(st.integers(min_value=0, max_value=24))):
-        seq += draw(st.sampled_from([1, 1, 1, 1, 2]))
-        time += draw(st.sampled_from([0, 1, 3, -2]))
+    for _ in range(draw(st.integers(min_value=0, max_value=10))):
         kind = draw(st.sampled_from(["text-delta", "tool-call-delta", "other", "surface", "big"]))
-        data: JsonObject = {"turn": draw(small), "step": draw(small)}
-        ev: JsonObject = {"type": "assistant/chunk", "seq": seq, "time": time, "data": data}
-        if kind == "other":
-            ev["type"] = "step/start"
-        elif kind == "big":
-            ev["type"] = "tool/result"
-            data["output"] = draw(st.sampled_from(["x" * ZSTD_THRESHOLD, "\u2028" * 1100]))
-        elif kind == "surface":
-            ev["type"] = "user/message"
-            pair = [("sourceEventSeqs", [seq - 1] if seq else []), ("surfaceOp", "append")]
-            for key, value in pair if draw(st.booleans()) else reversed(pair):
-                ev[key] = value
-        elif kind == "tool-call-delta":
-            body: JsonObject = {"type": kind, "index": draw(small), "id": draw(texts)}
-            if draw(st.booleans()):
-                body["name"] = draw(texts)
-            body["argumentsDelta"] = draw(texts)
-            data["chunk"] = body
-        else:
-            data["chunk"] = {"type": kind, "index": draw(small), "text": draw(texts)}
-        if draw(st.integers(min_value=0, max_value=20)) == 0:
-            ev["ignorable"] = True
-        out.append(ev)
+        turn, step, index, call_id = draw(small), draw(small), draw(small), draw(ids)
+        name = draw(st.one_of(st.none(), ids))
+        for _ in range(draw(st.integers(min_value=1, max_value=5)) if "delta" in kind else 1):
+            seq += draw(st.sampled_from([1, 1, 1, 1, 1, 2]))
+            time += draw(st.sampled_from([0, 1, 3, -2]))
+            data: JsonObject = {"turn": turn, "step": step}
+            ev: JsonObject = {"type": "assistant/chunk", "seq": seq, "time": time, "data": data}
+            if kind == "other":
+                ev["type"] = "step/start"
+            elif kind == "big":
+                ev["type"] = "tool/result"
+                data["output"] = draw(st.sampled_from(["x" * ZSTD_THRESHOLD, "\u2028" * 1100]))
+            elif kind == "surface":
+                ev["type"] = "user/message"
+                pair = [("sourceEventSeqs", [seq - 1]), ("surfaceOp", "append")]
+                for key, value in pair if draw(st.booleans()) else reversed(pair):
+                    ev[key] = value
+            elif kind == "tool-call-delta":
+                body: JsonObject = {"type": kind, "index": index, "id": call_id}
+                if name is not None:
+                    body["name"] = name
+                body["argumentsDelta"] = draw(texts)
+                data["chunk"] = body
+            else:
+                data["chunk"] = {"type": kind, "index": index, "text": draw(texts)}
+            if draw(st.integers(min_value=0, max_value=20)) == 0:
+                ev["ignorable"] = True
+            out.append(ev)
     return out
 
 
@@ -103,6 +108,27 @@ def test_prepared_rows_are_the_rows_encoded_at_the_write(
     assert encode_rows(first, ahead) == reference(first)
     assert encode_rows(rest, ahead) == reference(rest)
     assert encode_rows(events, ahead) == reference(events)  # taken already: encoded again
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_packed_row_from_prepared_texts_is_its_json(named: bool) -> None:
+    """Strings JavaScript escapes differently in the texts, the call id and the name; negative
+    times and indexes; a row amid other events."""
+    events: list[JsonObject] = [event(0, "step/start", {"turn": 1, "step": 1})]
+    for k in range(1, 5):
+        body: JsonObject = {"type": "tool-call-delta", "index": -2, "id": "c\ud800"}
+        if named:
+            body["name"] = 'n"\udc80'
+        body["argumentsDelta"] = f'a\udc80\u2028"\\{k}'
+        data = {"turn": 1, "step": 1, "chunk": body}
+        events.append({"type": "assistant/chunk", "seq": k, "time": 5 - 3 * k, "data": data})
+    events.append(event(5, "step/end", {"turn": 1, "step": 1}))
+    ahead = Ahead()
+    for ev in events:
+        ahead.admit(ev)
+    rows = encode_rows(events, ahead)
+    assert rows == reference(events)
+    assert [row[1] for row in rows] == ["step/start", "tool-call-chunks", "step/end"]
 
 
 def test_a_run_past_the_member_limit_splits_the_same_way() -> None:
