@@ -12,9 +12,10 @@ One row per event, or one per packed chunk run (`type` = the packed tag, `seq`/`
   NULL: envelopes reload in their written key order, `type, seq, time, data, ignorable?`, then
   the two surface keys.
 
-A live session's rows are made as its events are admitted (`Ahead`): each event's row, or for
-a delta that packing may merge its run key and the JSON of its text, so a write only packs and
-binds; the rows are the same whether an event was prepared or not (docs/performance.md).
+A live session's rows are made as its events are admitted (`Ahead`): each event's row (its
+`data` compressed at the write), or for a delta that packing may merge its run key and the JSON
+of its text, so a write only packs, compresses large texts and binds; the rows are the same
+whether an event was prepared or not (docs/performance.md).
 
 A stored log is read back with `scan`: rows come from transactions, so any bad row (undecodable,
 or not where the previous rows end) is corruption naming its seq, never a torn tail.
@@ -146,14 +147,25 @@ def _stored(text: str, raw: bytes) -> str | bytes:
     return packed if len(packed) < len(raw) else text
 
 
-def _data_column(value: object) -> str | bytes:
-    text = dumps(value)
+def _data_column(text: str) -> str | bytes:
+    """The `data` column for JSON `text`."""
     if len(text) * 4 < ZSTD_THRESHOLD:  # at most 4 UTF-8 bytes a character: skip encoding
         return text
     return _stored(text, text.encode())
 
 
-def _event_row(event: JsonObject) -> Row:
+def _compressed(row: Row) -> Row:
+    """A row `admit` prepared, its `data` text compressed now if that is smaller (at the write,
+    so off the loop thread when the write is)."""
+    text: str = row[3]  # type: ignore[assignment]
+    data = _data_column(text)
+    return row if data is text else (row[0], row[1], row[2], data, *row[4:])
+
+
+def _event_row(event: JsonObject, *, compress: bool = True) -> Row:
+    """The row of an event stored as it is (its `data` text left uncompressed unless
+    `compress`)."""
+    text = dumps(event["data"])
     seqs = event.get("sourceEventSeqs")
     surface_first = False
     if seqs is not None and "surfaceOp" in event:
@@ -163,7 +175,7 @@ def _event_row(event: JsonObject) -> Row:
         event["seq"],
         event["type"],
         event["time"],
-        _data_column(event["data"]),
+        _data_column(text) if compress else text,
         None if seqs is None else encode_seqs(seqs),
         dumps(event["surfaceOp"]) if "surfaceOp" in event else None,
         1 if event.get("ignorable") is True else None,
@@ -233,7 +245,7 @@ class Ahead:
         try:
             member = member_of(event)
             if member is None:
-                self._ready.append((event, _event_row(event), None, None))
+                self._ready.append((event, _event_row(event, compress=False), None, None))
             else:
                 self._ready.append((event, None, member, dumps(member[1])))
         except Exception:
@@ -268,7 +280,7 @@ def encode_rows(events: Sequence[JsonObject], ahead: Ahead | None = None) -> lis
     for record in pack_records(events, members):
         if isinstance(record, int):
             row = ready[record]
-            rows.append(_event_row(events[record]) if row is None else row)
+            rows.append(_event_row(events[record]) if row is None else _compressed(row))
         else:
             start, packed = record
             stop = start + len(packed["data"]["dt"]) + 1

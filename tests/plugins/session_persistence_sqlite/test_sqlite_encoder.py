@@ -203,3 +203,16 @@ async def test_a_live_flush_binds_the_rows_prepared_at_admission(
             " FROM events ORDER BY seq"
         ).fetchall()
     assert [tuple(row) for row in stored] == reference(session.events)
+
+
+def test_large_data_is_compressed_at_the_write_not_at_admission() -> None:
+    big = event(0, "custom/x", {"output": "x" * ZSTD_THRESHOLD})
+    ahead = Ahead()
+    ahead.admit(big)
+    row, _, _ = ahead.take(big)
+    assert row is not None
+    assert row[3] == dumps(big["data"])  # left as text at admission
+    ahead.admit(big)
+    (stored,) = encode_rows([big], ahead)
+    assert isinstance(stored[3], bytes)
+    assert [stored] == reference([big])
