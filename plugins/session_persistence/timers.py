@@ -3,7 +3,10 @@
 Every window of a service has the same length, so windows expire in the order they were armed:
 arming appends to a FIFO queue (O(1), no task spawned), cancelling only marks the window, and a
 single runner task sleeps until the oldest live deadline. Only a window that really expires
-costs a task (its background write).
+costs a task (its background write). A window a flush cancels costs no wake either: once windows
+are being armed, an idle runner polls once per window length instead of being woken by each arm
+(a window armed during that sleep closes no earlier than the sleep ends), and it parks (woken by
+the next arm) only after a whole window length with no arm.
 """
 
 from __future__ import annotations
@@ -64,16 +67,23 @@ class Timers:
         self._queue: deque[Window] = deque()
         self._wake: anyio.Event | None = None
         self._started = False
+        #: A window was armed since the idle runner last looked (it polls instead of parking).
+        self._armed = False
 
     def arm(self, fire: Callable[[Window], Coroutine[Any, Any, None]]) -> Window:
         """A window closing `delay_s` from now."""
         window = Window(self._clock.now() + self._delay_s, fire)
-        self._queue.append(window)
+        queue = self._queue
+        while queue and queue[0].cancelled:  # a polling runner has not dropped them yet
+            queue.popleft()
+        queue.append(window)
+        self._armed = True
         if not self._started:
             self._started = True
             self._spawn(self._run)
         elif self._wake is not None:
-            self._wake.set()
+            wake, self._wake = self._wake, None
+            wake.set()
         return window
 
     async def _run(self) -> None:
@@ -82,9 +92,12 @@ class Timers:
             while queue and queue[0].cancelled:
                 queue.popleft()
             if not queue:
-                self._wake = anyio.Event()
-                await self._wake.wait()
-                self._wake = None
+                if self._armed:
+                    self._armed = False
+                    await self._clock.sleep_until(self._clock.now() + self._delay_s)
+                else:
+                    wake = self._wake = anyio.Event()
+                    await wake.wait()
                 continue
             head = queue[0]
             await self._clock.sleep_until(head.deadline)

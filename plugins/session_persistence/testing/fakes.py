@@ -8,7 +8,17 @@ from collections.abc import Sequence
 import anyio
 import anyio.lowlevel
 
-from ..backend import JsonObject, Location, Owner, PersistenceBackend, SetAside, Snapshot, StoredLog
+from ..backend import (
+    EncodesAhead,
+    JsonObject,
+    LiveEncoder,
+    Location,
+    Owner,
+    PersistenceBackend,
+    SetAside,
+    Snapshot,
+    StoredLog,
+)
 
 
 class FakeClock:
@@ -52,7 +62,14 @@ class FaultInjector:
 
     `fault`: raised by `append_batch` and `commit_repair` (before the inner backend is called)
     while set. `gate`: when set, each write waits for it after announcing itself on `started`.
+    Wrapping a backend that encodes ahead (`EncodesAhead`) makes an `EncodingFaultInjector`, so
+    live writes take the inner backend's encoder path with the same faults and records.
     """
+
+    def __new__(cls, inner: PersistenceBackend) -> FaultInjector:
+        if cls is FaultInjector and isinstance(inner, EncodesAhead):
+            cls = EncodingFaultInjector
+        return super().__new__(cls)
 
     def __init__(self, inner: PersistenceBackend) -> None:
         self.inner = inner
@@ -123,3 +140,32 @@ class FaultInjector:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+class EncodingFaultInjector(FaultInjector):
+    """A `FaultInjector` over a backend that encodes ahead: its live encoders are the inner
+    backend's, with this wrapper's faults, gate and records around each write."""
+
+    def live_encoder(self) -> LiveEncoder:
+        assert isinstance(self.inner, EncodesAhead)
+        return _FaultyEncoder(self, self.inner.live_encoder())
+
+
+class _FaultyEncoder:
+    """One live session's inner encoder, its writes passing the injector's gate and fault."""
+
+    __slots__ = ("_injector", "_inner", "admit")
+
+    def __init__(self, injector: FaultInjector, inner: LiveEncoder) -> None:
+        self._injector = injector
+        self._inner = inner
+        self.admit = inner.admit
+
+    async def append_batch(
+        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
+    ) -> None:
+        # An encoder's write completes once begun (`LiveEncoder`): the held gate is part of it.
+        with anyio.CancelScope(shield=True):
+            await self._injector._enter_write()
+        await self._inner.append_batch(meta, events, is_materialized=is_materialized)
+        self._injector.appends.append(list(events))

@@ -4,6 +4,7 @@ start-up failures (a boot error at mount, an ordinary tool result on a later cal
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_helpers import alive, code, eventually, mounted, starts, toy
+from mcp_helpers import TOY, alive, code, eventually, mounted, starts, toy
 from pydantic import ValidationError
 
 import plugins.mcp as mcp_plugin
@@ -142,10 +143,13 @@ async def test_a_server_exiting_at_start_fails_the_row_with_its_stderr(tmp_path:
 
 
 async def test_a_handshake_timeout_fails_the_row_and_reaps_the_process(tmp_path: Path) -> None:
+    # A shell records the pid before the interpreter starts (on a loaded machine the toy
+    # server's own imports may outlast the 500 ms), then becomes the server: same pid.
+    server = shlex.join([sys.executable, str(TOY), "--hang-on-start"])
+    record = f"echo $$ >> {shlex.quote(str(tmp_path / 'starts'))} && exec {server}"
+    entry = {"command": "/bin/sh", "args": ["-c", record], "start_timeout_ms": 500}
     with anyio.fail_after(30):
-        error = await _mount_failure(
-            {"toy": toy(tmp_path, "--hang-on-start", start_timeout_ms=500)}
-        )
+        error = await _mount_failure({"toy": entry})
     assert str(error) == 'MCP server "toy" did not start: the handshake timed out'
     (pid,) = starts(tmp_path)
     assert not alive(pid)

@@ -335,3 +335,52 @@ async def test_a_failed_mount_closes_its_backend() -> None:
         assert second.closed
         assert not first.closed
     assert first.closed
+
+
+async def test_the_fault_injector_keeps_a_jsonl_live_write_on_its_encoder_path(
+    jsonl: JsonlBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Faults, gate and records apply to the encoder path the coordinator takes for JSONL."""
+    import plugins.session_persistence_jsonl.encoder as encoder_module
+    from plugins.session_persistence.testing.fakes import EncodingFaultInjector
+
+    admitted: list[int] = []
+    admit = encoder_module.Ahead.admit
+
+    def counting(self: encoder_module.Ahead, event: dict[str, object]) -> None:
+        admitted.append(int(event["seq"]))  # type: ignore[call-overload]
+        admit(self, event)
+
+    monkeypatch.setattr(encoder_module.Ahead, "admit", counting)
+    assert not isinstance(FaultInjector(MemoryBackend(MemoryStorage())), EncodingFaultInjector)
+    async with running(jsonl) as w:
+        assert isinstance(w.backend, EncodingFaultInjector)
+        session = w.sessions.create("s1", seed=[], meta={"cwd": CWD})
+        replay(session, complete_turn(1))
+        w.backend.fault = OSError(5, "Input/output error")
+        with pytest.raises(OSError, match="Input/output error"):
+            await w.sessions.flush(session)
+        assert w.backend.appends == []
+        w.backend.fault = None
+        w.backend.gate = anyio.Event()
+        w.backend.started = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            scope = anyio.CancelScope()
+
+            async def flush() -> None:
+                with scope:
+                    await w.sessions.flush(session)
+
+            tg.start_soon(flush)
+            await w.backend.started.wait()
+            scope.cancel()  # the held write is part of the write: it still completes
+            await anyio.wait_all_tasks_blocked()
+            w.backend.gate.set()
+        await w.sessions.flush(session)
+        assert [len(batch) for batch in w.backend.appends] == [len(session.events)]
+        seqs = [event["seq"] for event in session.events]
+        assert admitted
+        assert admitted == seqs[-len(admitted) :]
+    stored = await JsonlBackend(jsonl.root, compression="none").load_stored("s1")
+    assert stored is not None
+    assert texts(stored.events) == texts(session.events)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 
 import anyio
 import anyio.lowlevel
 import pytest
 from anyio.abc import TaskGroup
 
+from plugins.session_persistence import timers as timers_module
 from plugins.session_persistence.testing import FakeClock
-from plugins.session_persistence.timers import Timers
+from plugins.session_persistence.timers import Timers, Window
 from plugins.session_persistence.writer import WriteController
 
 pytestmark = pytest.mark.anyio
@@ -233,3 +235,41 @@ async def test_a_lone_flush_cancelled_before_writing_leaves_the_batch_to_the_win
     assert rec.batches == []
     await clock.advance(200)
     assert rec.batches == [[0]]
+
+
+async def test_windows_a_flush_cancels_do_not_wake_the_timer_runner(
+    tg: TaskGroup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[anyio.Event] = []
+
+    def event() -> anyio.Event:
+        made.append(anyio.Event())
+        return made[-1]
+
+    monkeypatch.setattr(timers_module, "anyio", SimpleNamespace(Event=event))
+    clock = FakeClock()
+    timers = Timers(clock, 0.25, tg.start_soon)  # binary-exact times
+    fired: list[Window] = []
+
+    async def fire(window: Window) -> None:
+        fired.append(window)
+
+    for _ in range(50):  # a lone session's steps: armed, then cancelled by the step's flush
+        timers.arm(fire).cancel()
+        await anyio.wait_all_tasks_blocked()
+    assert made == []  # the runner polls: no wake per arm
+    await clock.advance(250)  # a whole window with no arm: the runner parks
+    await clock.advance(250)
+    assert len(made) == 1
+    window = timers.arm(fire)  # wakes the parked runner
+    await clock.advance(125)
+    assert fired == []
+    await clock.advance(125)
+    await anyio.wait_all_tasks_blocked()
+    assert fired == [window]
+    late = timers.arm(fire)  # armed while the runner polls: still fires at its own deadline
+    await clock.advance(125)
+    assert fired == [window]
+    await clock.advance(125)
+    await anyio.wait_all_tasks_blocked()
+    assert fired == [window, late]
