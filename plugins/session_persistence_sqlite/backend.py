@@ -26,8 +26,10 @@ import anyio
 import anyio.to_thread
 
 from plugins.session_persistence import fsguard
+from plugins.session_persistence.ahead import Handoff
 from plugins.session_persistence.backend import (
     JsonObject,
+    LiveEncoder,
     Location,
     Owner,
     SetAside,
@@ -58,7 +60,7 @@ from .locks import (
 )
 from .rows import Ahead, Row, encode_rows, scan
 
-__all__ = ["LiveRows", "SqliteBackend"]
+__all__ = ["SqliteBackend"]
 
 T = TypeVar("T")
 
@@ -168,7 +170,7 @@ class SqliteBackend(BackendBase):
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
         """One `BEGIN IMMEDIATE` transaction: checks, the session row on first write, rows
-        (those a live session's encoder prepared taken as they are: `LiveRows`)."""
+        (those a live session's encoder prepared taken as they are: `ahead.Handoff`)."""
         ahead = self._handoff.pop(meta["id"], None)
         if events or not is_materialized:
             args = (meta, list(events), is_materialized, ahead)
@@ -176,9 +178,9 @@ class SqliteBackend(BackendBase):
                 self._call, self._append_batch, args, False, group=True, inline=is_materialized
             )
 
-    def live_encoder(self) -> LiveRows:
+    def live_encoder(self) -> LiveEncoder:
         """A live session's writes, its rows made as its events are admitted."""
-        return LiveRows(self)
+        return Handoff(self, self._handoff, Ahead())
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -583,28 +585,3 @@ class SqliteBackend(BackendBase):
         finally:
             connection.close()
             self._connection = None
-
-
-class LiveRows:
-    """`SqliteBackend.live_encoder`: one live session's appends, its rows prepared as its
-    events are admitted (`rows.Ahead`). A write still goes through the backend's own
-    `append_batch` (every durable write is one, grouped commits included), which takes the
-    rows handed over for its id (the coordinator never overlaps two writes of one id)."""
-
-    __slots__ = ("_ahead", "_backend", "admit")
-
-    def __init__(self, backend: SqliteBackend) -> None:
-        self._backend = backend
-        self._ahead = Ahead()
-        self.admit = self._ahead.admit
-
-    async def append_batch(
-        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
-    ) -> None:
-        """`SqliteBackend.append_batch`, with the prepared rows handed over."""
-        backend, session_id = self._backend, meta["id"]
-        backend._handoff[session_id] = self._ahead
-        try:
-            await backend.append_batch(meta, events, is_materialized=is_materialized)
-        finally:
-            backend._handoff.pop(session_id, None)

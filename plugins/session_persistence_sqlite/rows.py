@@ -24,13 +24,13 @@ or not where the previous rows end) is corruption naming its seq, never a torn t
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import zstandard
 
 from plugins.session.jsonutil import dumps, loads
+from plugins.session_persistence import ahead
 from plugins.session_persistence.packing import (
     CHUNK_TAGS,
     MIN_RUN,
@@ -222,45 +222,18 @@ def _data_text(data: JsonObject, texts: list[str]) -> str:
     return f'{head},"id":{dumps(data["id"])}{name},"args":[{joined}]}}'
 
 
-#: What `Ahead.admit` prepared for one event: the event, then its row (an event stored as it
-#: is) or its packing member and the JSON of its text (a packable delta).
-_Prepared = tuple[JsonObject, Row | None, Member | None, str | None]
-_Taken = tuple[Row | None, Member | None, str | None]
-_NOTHING: Final = (None, None, None)
+class Ahead(ahead.Ahead[Row]):
+    """Rows of one live session prepared as its events are admitted (`ahead.Ahead`); large
+    `data` is compressed at the write, never on the loop thread."""
 
-
-class Ahead:
-    """Prepared rows of one live session, made on the loop thread (`admit`) and taken by the
-    write that stores them (`take`), possibly on the I/O thread: `deque` appends and pops are
-    atomic, and the coordinator never overlaps two writes of one session."""
-
-    __slots__ = ("_ready",)
+    __slots__ = ()
 
     def __init__(self) -> None:
-        self._ready: deque[_Prepared] = deque()
+        super().__init__(_plain_row, pack=True)
 
-    def admit(self, event: JsonObject) -> None:
-        """Prepare `event` (admitted in seq order); one that does not encode is left to the
-        write, which raises as it always did."""
-        try:
-            member = member_of(event)
-            if member is None:
-                self._ready.append((event, _event_row(event, compress=False), None, None))
-            else:
-                self._ready.append((event, None, member, dumps(member[1])))
-        except Exception:
-            return
 
-    def take(self, event: JsonObject) -> _Taken:
-        """What was prepared for `event` (dropping anything older), else nothing."""
-        ready = self._ready
-        seq = event["seq"]
-        while ready and ready[0][0]["seq"] < seq:
-            ready.popleft()
-        if ready and ready[0][0] is event:
-            _, row, member, text = ready.popleft()
-            return row, member, text
-        return _NOTHING
+def _plain_row(event: JsonObject) -> Row:
+    return _event_row(event, compress=False)
 
 
 def encode_rows(events: Sequence[JsonObject], ahead: Ahead | None = None) -> list[Row]:
@@ -270,7 +243,7 @@ def encode_rows(events: Sequence[JsonObject], ahead: Ahead | None = None) -> lis
     members: list[Member | None] = []
     texts: list[str | None] = []
     for event in events:
-        row, member, text = _NOTHING if ahead is None else ahead.take(event)
+        row, member, text = (None, None, None) if ahead is None else ahead.take(event)
         if row is None and member is None:
             member = member_of(event)
         ready.append(row)
