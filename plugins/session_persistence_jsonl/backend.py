@@ -28,8 +28,10 @@ from typing import Any, BinaryIO, Final, Literal, TypeVar
 
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import fsguard
+from plugins.session_persistence.ahead import Handoff
 from plugins.session_persistence.backend import (
     JsonObject,
+    LiveEncoder,
     Location,
     Owner,
     SetAside,
@@ -177,15 +179,15 @@ class JsonlBackend(BackendBase):
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
         """Make `events` durable as one unit (creating the log with them when not materialized),
-        with the lines a live session's encoder prepared for them (`LiveLines`)."""
+        with the lines a live session's encoder prepared for them (`ahead.Handoff`)."""
         ahead = self._handoff.pop(meta["id"], None)
         await self._thread.run(
             self._append_batch, meta, list(events), is_materialized, ahead, inline=is_materialized
         )
 
-    def live_encoder(self) -> LiveLines:
+    def live_encoder(self) -> LiveEncoder:
         """A live session's writes, its lines made as its events are admitted."""
-        return LiveLines(self)
+        return Handoff(self, self._handoff, Ahead(pack=self.pack_chunks))
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -704,31 +706,6 @@ class JsonlBackend(BackendBase):
         if owner.lock is not None:
             owner.lock.release()
             owner.lock = None
-
-
-class LiveLines:
-    """`JsonlBackend.live_encoder`: one live session's appends, its lines prepared as its
-    events are admitted (`encoder.Ahead`). A write still goes through the backend's own
-    `append_batch` (every durable write is one), which takes the lines handed over for its id
-    (the coordinator never overlaps two writes of one id)."""
-
-    __slots__ = ("_ahead", "_backend", "admit")
-
-    def __init__(self, backend: JsonlBackend) -> None:
-        self._backend = backend
-        self._ahead = Ahead(pack=backend.pack_chunks)
-        self.admit = self._ahead.admit
-
-    async def append_batch(
-        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
-    ) -> None:
-        """`JsonlBackend.append_batch`, with the prepared lines handed over."""
-        backend, session_id = self._backend, meta["id"]
-        backend._handoff[session_id] = self._ahead
-        try:
-            await backend.append_batch(meta, events, is_materialized=is_materialized)
-        finally:
-            backend._handoff.pop(session_id, None)
 
 
 @lru_cache(maxsize=1024)

@@ -9,58 +9,23 @@ flush only packs and joins; the bytes are the same whether an event was prepared
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
-from typing import Final
 
 from plugins.session.jsonutil import dumps
+from plugins.session_persistence import ahead
 from plugins.session_persistence.backend import JsonObject
 from plugins.session_persistence.packing import Member, member_of, pack_records
 
 __all__ = ["Ahead", "batch_text"]
 
-#: What `admit` prepared for one event: the event, then its line (an event stored as it is) or
-#: its packing member and the JSON of its text (a packable delta, whose own line is made only
-#: if no run takes it).
-_Prepared = tuple[JsonObject, str | None, Member | None, str | None]
-#: `Ahead.take`'s answer: line, member, text JSON.
-_Taken = tuple[str | None, Member | None, str | None]
-_NOTHING: Final = (None, None, None)
 
+class Ahead(ahead.Ahead[str]):
+    """Lines of one live session prepared as its events are admitted (`ahead.Ahead`)."""
 
-class Ahead:
-    """Prepared lines of one live session, made on the loop thread (`admit`) and taken by the
-    write that stores them (`take`), possibly on the I/O thread: `deque` appends and pops are
-    atomic, and the coordinator never overlaps two writes of one session."""
-
-    __slots__ = ("_pack", "_ready")
+    __slots__ = ()
 
     def __init__(self, *, pack: bool) -> None:
-        self._pack = pack
-        self._ready: deque[_Prepared] = deque()
-
-    def admit(self, event: JsonObject) -> None:
-        """Prepare `event` (admitted in seq order); one that does not encode is left to the
-        write, which raises as it always did."""
-        try:
-            member = member_of(event) if self._pack else None
-            if member is None:
-                self._ready.append((event, dumps(event), None, None))
-            else:
-                self._ready.append((event, None, member, dumps(member[1])))
-        except Exception:
-            return
-
-    def take(self, event: JsonObject) -> _Taken:
-        """What was prepared for `event` (dropping anything older), else nothing."""
-        ready = self._ready
-        seq = event["seq"]
-        while ready and ready[0][0]["seq"] < seq:
-            ready.popleft()
-        if ready and ready[0][0] is event:
-            _, line, member, text = ready.popleft()
-            return line, member, text
-        return _NOTHING
+        super().__init__(dumps, pack=pack)
 
 
 def batch_text(events: Sequence[JsonObject], *, pack: bool, ahead: Ahead | None = None) -> str:
@@ -70,7 +35,7 @@ def batch_text(events: Sequence[JsonObject], *, pack: bool, ahead: Ahead | None 
     members: list[Member | None] = []
     texts: list[str | None] = []
     for event in events:
-        line, member, text = _NOTHING if ahead is None else ahead.take(event)
+        line, member, text = (None, None, None) if ahead is None else ahead.take(event)
         if line is None and member is None and pack:
             member = member_of(event)
         lines.append(line)

@@ -26,8 +26,10 @@ import anyio
 import anyio.to_thread
 
 from plugins.session_persistence import fsguard
+from plugins.session_persistence.ahead import Handoff
 from plugins.session_persistence.backend import (
     JsonObject,
+    LiveEncoder,
     Location,
     Owner,
     SetAside,
@@ -56,7 +58,7 @@ from .locks import (
     now_ms,
     recorded_holder,
 )
-from .rows import Row, encode_rows, scan
+from .rows import Ahead, Row, encode_rows, scan
 
 __all__ = ["SqliteBackend"]
 
@@ -147,6 +149,8 @@ class SqliteBackend(BackendBase):
         self._tokens: dict[str, str] = {}
         #: session id -> the stored next seq this process last saw (the stale-writer check).
         self._seen: dict[str, int] = {}
+        #: session id -> the rows its live encoder prepared, handed to the write in progress.
+        self._handoff: dict[str, Ahead] = {}
 
     # ---- Protocol ------------------------------------------------------------------------
 
@@ -165,12 +169,18 @@ class SqliteBackend(BackendBase):
     async def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
     ) -> None:
-        """One `BEGIN IMMEDIATE` transaction: checks, the session row on first write, rows."""
+        """One `BEGIN IMMEDIATE` transaction: checks, the session row on first write, rows
+        (those a live session's encoder prepared taken as they are: `ahead.Handoff`)."""
+        ahead = self._handoff.pop(meta["id"], None)
         if events or not is_materialized:
-            args = (meta, list(events), is_materialized)
+            args = (meta, list(events), is_materialized, ahead)
             await self._thread.run(
                 self._call, self._append_batch, args, False, group=True, inline=is_materialized
             )
+
+    def live_encoder(self) -> LiveEncoder:
+        """A live session's writes, its rows made as its events are admitted."""
+        return Handoff(self, self._handoff, Ahead())
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -425,9 +435,10 @@ class SqliteBackend(BackendBase):
         meta: JsonObject,
         events: builtins.list[JsonObject],
         is_materialized: bool,
+        ahead: Ahead | None = None,
     ) -> None:
         session_id: str = meta["id"]
-        rows = encode_rows(events)
+        rows = encode_rows(events, ahead)
         first = events[0]["seq"] if events else None
         count = len(events)
 

@@ -12,6 +12,11 @@ One row per event, or one per packed chunk run (`type` = the packed tag, `seq`/`
   NULL: envelopes reload in their written key order, `type, seq, time, data, ignorable?`, then
   the two surface keys.
 
+A live session's rows are made as its events are admitted (`Ahead`): each event's row (its
+`data` compressed at the write), or for a delta that packing may merge its run key and the JSON
+of its text, so a write only packs, compresses large texts and binds; the rows are the same
+whether an event was prepared or not (docs/performance.md).
+
 A stored log is read back with `scan`: rows come from transactions, so any bad row (undecodable,
 or not where the previous rows end) is corruption naming its seq, never a torn tail.
 """
@@ -25,12 +30,16 @@ from typing import Any, Final
 import zstandard
 
 from plugins.session.jsonutil import dumps, loads
+from plugins.session_persistence import ahead
 from plugins.session_persistence.packing import (
     CHUNK_TAGS,
     MIN_RUN,
     MalformedStorageRowError,
+    Member,
     decode_record,
     encode_records,
+    member_of,
+    pack_records,
 )
 from plugins.session_persistence.records import RecordSequence
 
@@ -38,6 +47,7 @@ __all__ = [
     "MAX_PACKED_BYTES",
     "MAX_PACKED_MEMBERS",
     "ZSTD_THRESHOLD",
+    "Ahead",
     "Row",
     "decode_row",
     "decode_seqs",
@@ -137,14 +147,25 @@ def _stored(text: str, raw: bytes) -> str | bytes:
     return packed if len(packed) < len(raw) else text
 
 
-def _data_column(value: object) -> str | bytes:
-    text = dumps(value)
+def _data_column(text: str) -> str | bytes:
+    """The `data` column for JSON `text`."""
     if len(text) * 4 < ZSTD_THRESHOLD:  # at most 4 UTF-8 bytes a character: skip encoding
         return text
     return _stored(text, text.encode())
 
 
-def _event_row(event: JsonObject) -> Row:
+def _compressed(row: Row) -> Row:
+    """A row `admit` prepared, its `data` text compressed now if that is smaller (at the write,
+    so off the loop thread when the write is)."""
+    text: str = row[3]  # type: ignore[assignment]
+    data = _data_column(text)
+    return row if data is text else (row[0], row[1], row[2], data, *row[4:])
+
+
+def _event_row(event: JsonObject, *, compress: bool = True) -> Row:
+    """The row of an event stored as it is (its `data` text left uncompressed unless
+    `compress`)."""
+    text = dumps(event["data"])
     seqs = event.get("sourceEventSeqs")
     surface_first = False
     if seqs is not None and "surfaceOp" in event:
@@ -154,7 +175,7 @@ def _event_row(event: JsonObject) -> Row:
         event["seq"],
         event["type"],
         event["time"],
-        _data_column(event["data"]),
+        _data_column(text) if compress else text,
         None if seqs is None else encode_seqs(seqs),
         dumps(event["surfaceOp"]) if "surfaceOp" in event else None,
         1 if event.get("ignorable") is True else None,
@@ -162,40 +183,81 @@ def _event_row(event: JsonObject) -> Row:
     )
 
 
-def _packed_rows(members: list[JsonObject], record: JsonObject | None = None) -> Iterable[Row]:
-    """Rows of one packable run (`record` is its packed form when already built), split to the
-    member and byte limits; a rest shorter than a packable run is stored unpacked."""
+def _packed_rows(
+    members: list[JsonObject], texts: list[str | None], record: JsonObject | None = None
+) -> Iterable[Row]:
+    """Rows of one packable run (`record` is its packed form when already built; `texts[k]` is
+    the JSON of member k's text when prepared, else None), split to the member and byte limits;
+    a rest shorter than a packable run is stored unpacked."""
     if len(members) < MIN_RUN:
         yield from (_event_row(event) for event in members)
         return
     if len(members) > MAX_PACKED_MEMBERS:
         for start in range(0, len(members), MAX_PACKED_MEMBERS):
-            yield from _packed_rows(members[start : start + MAX_PACKED_MEMBERS])
+            stop = start + MAX_PACKED_MEMBERS
+            yield from _packed_rows(members[start:stop], texts[start:stop])
         return
     if record is None:
         (record,) = encode_records(members, pack=True)
-    text = dumps(record["data"])
+    data = record["data"]
+    text = dumps(data) if None in texts else _data_text(data, texts)  # type: ignore[arg-type]
     raw = text.encode()
     if len(raw) > MAX_PACKED_BYTES:
         half = len(members) // 2
-        yield from _packed_rows(members[:half])
-        yield from _packed_rows(members[half:])
+        yield from _packed_rows(members[:half], texts[:half])
+        yield from _packed_rows(members[half:], texts[half:])
         return
     yield (record["seq0"], record["type"], record["time0"], _stored(text, raw), None, None, 0, None)
 
 
-def encode_rows(events: Sequence[JsonObject]) -> list[Row]:
-    """The `events` rows of one batch, packing runs of >= 3 streaming deltas."""
+def _data_text(data: JsonObject, texts: list[str]) -> str:
+    """`dumps(data)` of a packed row whose member texts are already JSON (`texts`): its other
+    values are safe integers and strings, in `packing`'s key order."""
+    dt = ",".join(map(str, data["dt"]))
+    head = f'{{"turn":{data["turn"]},"step":{data["step"]},"index":{data["index"]},"dt":[{dt}]'
+    joined = ",".join(texts)
+    if "texts" in data:
+        return f'{head},"texts":[{joined}]}}'
+    name = f',"name":{dumps(data["name"])}' if "name" in data else ""
+    return f'{head},"id":{dumps(data["id"])}{name},"args":[{joined}]}}'
+
+
+class Ahead(ahead.Ahead[Row]):
+    """Rows of one live session prepared as its events are admitted (`ahead.Ahead`); large
+    `data` is compressed at the write, never on the loop thread."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(_plain_row, pack=True)
+
+
+def _plain_row(event: JsonObject) -> Row:
+    return _event_row(event, compress=False)
+
+
+def encode_rows(events: Sequence[JsonObject], ahead: Ahead | None = None) -> list[Row]:
+    """The `events` rows of one batch, packing runs of >= 3 streaming deltas; `ahead` supplies
+    what was prepared (an event without it is encoded here)."""
+    ready: list[Row | None] = []
+    members: list[Member | None] = []
+    texts: list[str | None] = []
+    for event in events:
+        row, member, text = (None, None, None) if ahead is None else ahead.take(event)
+        if row is None and member is None:
+            member = member_of(event)
+        ready.append(row)
+        members.append(member)
+        texts.append(text)
     rows: list[Row] = []
-    position = 0
-    for record in encode_records(events, pack=True):
-        if record["type"] in CHUNK_TAGS:
-            count = len(record["data"]["dt"]) + 1
-            rows.extend(_packed_rows(list(events[position : position + count]), record))
-            position += count
+    for record in pack_records(events, members):
+        if isinstance(record, int):
+            row = ready[record]
+            rows.append(_event_row(events[record]) if row is None else _compressed(row))
         else:
-            rows.append(_event_row(record))
-            position += 1
+            start, packed = record
+            stop = start + len(packed["data"]["dt"]) + 1
+            rows.extend(_packed_rows(list(events[start:stop]), texts[start:stop], packed))
     return rows
 
 

@@ -11,6 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
+import plugins.session_persistence_sqlite.rows as rows_module
+from plugins.session_persistence.backend import JsonObject
 from plugins.session_persistence.errors import StaleWriterError
 from plugins.session_persistence.testing import complete_turn, meta
 from plugins.session_persistence_sqlite import SqliteBackend
@@ -41,9 +43,12 @@ async def queued(store: SqliteBackend, count: int) -> None:
     raise AssertionError(f"only {store._thread._queued} calls queued, expected {count}")
 
 
-async def appended_together(store: SqliteBackend) -> tuple[dict[str, Any], list[str]]:
+async def appended_together(
+    store: SqliteBackend, *, encoded_ahead: bool = False
+) -> tuple[dict[str, Any], list[str]]:
     """Queue one append per session behind a held call, release them at once; return each
-    append's outcome (None or its exception) and the statements the connection ran."""
+    append's outcome (None or its exception) and the statements the connection ran. With
+    `encoded_ahead` each goes through a live encoder that admitted its events."""
     statements: list[str] = []
     assert store._connection is not None
     store._connection.set_trace_callback(statements.append)
@@ -51,8 +56,15 @@ async def appended_together(store: SqliteBackend) -> tuple[dict[str, Any], list[
     outcomes: dict[str, Any] = {}
 
     async def append(session_id: str) -> None:
+        events = complete_turn(6, 2)
+        write = store.append_batch
+        if encoded_ahead:
+            encoder = store.live_encoder()
+            for event in events:
+                encoder.admit(event)
+            write = encoder.append_batch
         try:
-            await store.append_batch(meta(session_id), complete_turn(6, 2), is_materialized=True)
+            await write(meta(session_id), events, is_materialized=True)
         except Exception as error:
             outcomes[session_id] = error
         else:
@@ -79,6 +91,28 @@ async def test_queued_appends_of_many_sessions_share_one_commit(backend: SqliteB
         stored = await backend.load_stored(session_id)
         assert stored is not None
         assert [e["seq"] for e in stored.events] == list(range(12))
+
+
+async def test_prepared_rows_of_many_sessions_share_one_commit(
+    backend: SqliteBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Live encoders' writes group like any append, binding the rows made at admission."""
+    encoded: list[Any] = []
+    real = rows_module._event_row
+
+    def counting(event: JsonObject) -> Any:
+        encoded.append(event)
+        return real(event)
+
+    monkeypatch.setattr(rows_module, "_event_row", counting)
+    outcomes, statements = await appended_together(backend, encoded_ahead=True)
+    assert outcomes == dict.fromkeys(IDS)
+    assert statements.count("COMMIT") == 1
+    assert len(encoded) == len(IDS) * len(complete_turn(6, 2))  # each once, at admission
+    for session_id in IDS:
+        stored = await backend.load_stored(session_id)
+        assert stored is not None
+        assert stored.events == [*complete_turn(0), *complete_turn(6, 2)]
 
 
 async def test_a_bad_append_fails_alone(backend: SqliteBackend) -> None:

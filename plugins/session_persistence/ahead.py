@@ -1,0 +1,89 @@
+"""Encoding ahead: what a backend prepares for each live event when it is admitted.
+
+`Ahead` keeps, per live session, each admitted event's encoding (a JSONL line, an SQLite row)
+or, for a delta that packing may merge, its run key and the JSON of its text; the write that
+stores the events takes them (`take`) and encodes only what was not prepared. `Handoff` is the
+`LiveEncoder` of a backend whose `append_batch` picks a session's `Ahead` up from a dict, so every
+durable write is still one `append_batch` call (docs/performance.md, "encoding ahead").
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Final, Generic, TypeVar
+
+from plugins.session.jsonutil import dumps
+
+from .backend import JsonObject, PersistenceBackend
+from .packing import Member, member_of
+
+__all__ = ["Ahead", "Handoff"]
+
+T = TypeVar("T", covariant=True)
+#: The `Ahead` kind a backend's `append_batch` picks up.
+A = TypeVar("A", bound="Ahead[object]")
+
+_NOTHING: Final = (None, None, None)
+
+
+class Ahead(Generic[T]):
+    """Prepared encodings of one live session, made on the loop thread (`admit`) and taken by
+    the write that stores them (`take`), possibly on the I/O thread: `deque` appends and pops
+    are atomic, and the coordinator never overlaps two writes of one session."""
+
+    __slots__ = ("_encode", "_pack", "_ready")
+
+    def __init__(self, encode: Callable[[JsonObject], T], *, pack: bool) -> None:
+        self._encode = encode
+        self._pack = pack
+        #: The event, then its encoding (an event stored as it is) or its packing member and
+        #: the JSON of its text (a packable delta, encoded whole only if no run takes it).
+        self._ready: deque[tuple[JsonObject, T | None, Member | None, str | None]] = deque()
+
+    def admit(self, event: JsonObject) -> None:
+        """Prepare `event` (admitted in seq order); one that does not encode is left to the
+        write, which raises as it always did."""
+        try:
+            member = member_of(event) if self._pack else None
+            if member is None:
+                self._ready.append((event, self._encode(event), None, None))
+            else:
+                self._ready.append((event, None, member, dumps(member[1])))
+        except Exception:
+            return
+
+    def take(self, event: JsonObject) -> tuple[T | None, Member | None, str | None]:
+        """What was prepared for `event` (dropping anything older), else nothing."""
+        ready = self._ready
+        seq = event["seq"]
+        while ready and ready[0][0]["seq"] < seq:
+            ready.popleft()
+        if ready and ready[0][0] is event:
+            _, encoded, member, text = ready.popleft()
+            return encoded, member, text
+        return _NOTHING
+
+
+class Handoff(Generic[A]):
+    """One live session's `LiveEncoder`: admits into its `Ahead` and hands it, per write, to
+    the backend's own `append_batch` through `handoff` (keyed by session id)."""
+
+    __slots__ = ("_ahead", "_backend", "_handoff", "admit")
+
+    def __init__(self, backend: PersistenceBackend, handoff: dict[str, A], ahead: A) -> None:
+        self._backend = backend
+        self._handoff = handoff
+        self._ahead = ahead
+        self.admit = ahead.admit
+
+    async def append_batch(
+        self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
+    ) -> None:
+        """The backend's `append_batch`, with this session's prepared encodings handed over."""
+        session_id = meta["id"]
+        self._handoff[session_id] = self._ahead
+        try:
+            await self._backend.append_batch(meta, events, is_materialized=is_materialized)
+        finally:
+            self._handoff.pop(session_id, None)
