@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from framework import Service
-from framework.loader import provided_services, rows_serving
+from framework.loader import inspect_manifest, provided_services, rows_serving
 from framework.manifest import load_manifest
 
 #: Lazy packages that provide a service (they declare `provides`).
@@ -113,3 +113,17 @@ def test_booting_the_store_of_the_default_manifest_leaves_models_and_tools_unimp
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_an_inspection_without_validation_resolves_rows_but_checks_no_config() -> None:
+    text = (
+        "- id: tools\n  name: dsh-tools\n  config: {cancel_grace_ms: -1, nope: '${UNSET_VAR}'}\n"
+        "- id: gone\n  name: no.such.module\n"
+    )
+    checked = inspect_manifest(text, environ={})
+    resolved = inspect_manifest(text, environ={}, validate=False)
+    assert [p.entry for p in checked.problems] == ["gone", "tools"]
+    assert [p.entry for p in resolved.problems] == ["gone"]
+    assert resolved.configs == {}
+    assert resolved.plugins == checked.plugins
+    assert resolved.plugins["tools"] is importlib.import_module("plugins.tools")
