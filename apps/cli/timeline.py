@@ -30,10 +30,10 @@ from .summary import (
     message_text,
     reason_text,
     repair_code,
+    short,
     tool_result_is_error,
     tool_result_text,
 )
-from .views import short
 
 Event = Mapping[str, Any]
 
