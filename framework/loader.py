@@ -300,11 +300,20 @@ def inspect_manifest(
     *,
     environ: Mapping[str, str] | None = None,
     base_dir: str | os.PathLike[str] | None = None,
+    validate: bool = True,
 ) -> ManifestCheck:
     """Check a manifest and its overlays without applying any plugin (see
-    :func:`check_manifest`), keeping what the check resolved for further checks."""
+    :func:`check_manifest`), keeping what the check resolved for further checks.
+
+    ``validate=False`` only parses, applies the overlays and resolves the rows: no ``${VAR}``
+    is expanded and no ``Config`` validated (``configs`` stays empty), for a caller that asks
+    only which plugins a manifest mounts."""
     environ = os.environ if environ is None else environ
     parsed, plugins, problems = _prepare(manifest_source(manifest, base_dir), patches)
+    if not validate:
+        check = ManifestCheck(parsed, plugins, {}, problems)
+        check.warnings = [] if parsed is None else list(parsed.warnings)
+        return check
     return _inspect(parsed, plugins, problems, environ)
 
 

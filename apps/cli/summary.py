@@ -59,3 +59,9 @@ def content_text(parts: Sequence[Mapping[str, Any]]) -> str:
 def tool_result_is_error(message: Mapping[str, Any]) -> bool:
     """Whether the tool result message reports a failure."""
     return any(b.get("isError") is True for b in message.get("content", ()))
+
+
+def short(text: str, limit: int = 160) -> str:
+    """One line of at most `limit` characters."""
+    flat = text.replace("\r", "").replace("\n", "\\n")
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -13,12 +13,11 @@ import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from rich.text import Text
 
-import plugins.session_checkpoint_policy as policy_plugin
-import plugins.session_checkpoint_policy.strict as strict_policy_plugin
 from framework.loader import inspect_manifest
 from plugins.agent.tool_calls import parse_arguments
 from plugins.session.jsonutil import dumps
@@ -31,10 +30,10 @@ from .summary import (
     message_text,
     reason_text,
     repair_code,
+    short,
     tool_result_is_error,
     tool_result_text,
 )
-from .views import short
 
 Event = Mapping[str, Any]
 
@@ -268,13 +267,23 @@ class Timeline:
         return Text.assemble((label + reason_text(reason), style), (took, "dim"))
 
 
+#: The checkpoint policies whose barriers `dsh show` draws: the seed's and its strict variant.
+POLICY_MODULES = frozenset(
+    {"plugins.session_checkpoint_policy", "plugins.session_checkpoint_policy.strict"}
+)
+
+
 def checkpoint_policy(manifest: Path, patches: Sequence[Path]) -> str | None:
     """The row name of the checkpoint policy (the seed's or its strict variant) the manifest
     mounts, or None: `dsh show` draws barriers only then."""
-    found = inspect_manifest(manifest, list(patches))
+    # Which plugins it mounts is all that counts here: the rows are resolved, not validated
+    # again, and the policies' modules are told by name (importing the strict one would import
+    # the barriers' model and tool machinery; docs/performance.md, "Start-up (P11)").
+    found = inspect_manifest(manifest, list(patches), validate=False)
     if found.manifest is None:
         return None
     for entry in found.manifest.walk(enabled_only=True):
-        if found.plugins.get(entry.id) in (policy_plugin, strict_policy_plugin):
+        plugin = found.plugins.get(entry.id)
+        if isinstance(plugin, ModuleType) and plugin.__name__ in POLICY_MODULES:
             return entry.name
     return None

@@ -32,7 +32,7 @@ from plugins.agent import (
 from plugins.session.jsonutil import dumps, loads
 
 from .console import Consoles
-from .summary import NOT_STARTED, UNKNOWN_OUTCOME, content_text, reason_text
+from .summary import NOT_STARTED, UNKNOWN_OUTCOME, content_text, reason_text, short
 
 
 class RunView(Protocol):
@@ -55,12 +55,6 @@ class RunView(Protocol):
 
     def close(self) -> None:
         """Stop anything still animated."""
-
-
-def short(text: str, limit: int = 160) -> str:
-    """One line of at most `limit` characters."""
-    flat = text.replace("\r", "").replace("\n", "\\n")
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 class HumanView:

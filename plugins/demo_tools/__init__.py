@@ -8,17 +8,17 @@ Config: `workspace` (default: the current directory), `ledger_path` (default
 
 from __future__ import annotations
 
+import importlib
 import os
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from framework import Context
-from plugins.tools import ToolsService
+if TYPE_CHECKING:
+    from framework import Context
 
-from .ledger import Ledger
-from .slow import slow_tool
-from .tools import build_tools
-from .workspace import NotFoundError, PathOutsideWorkspaceError, Workspace
+    from .ledger import Ledger
+    from .workspace import NotFoundError, PathOutsideWorkspaceError, Workspace
 
 __all__ = [
     "Config",
@@ -57,7 +57,34 @@ def default_ledger_path() -> str:
 
 def apply(ctx: Context, config: Config) -> None:
     """Register the five tools (owned by this plugin)."""
+    from plugins.tools import ToolsService
+
+    from .ledger import Ledger
+    from .slow import slow_tool
+    from .tools import build_tools
+    from .workspace import Workspace
+
     workspace = Workspace(os.path.expanduser(config.workspace or os.getcwd()))
     ledger = Ledger(os.path.expanduser(config.ledger_path or default_ledger_path()))
     for tool in [*build_tools(workspace, ledger, config.max_read_bytes), slow_tool(workspace)]:
         ctx.service(ToolsService).register(tool)
+
+
+#: The module of each public class. The package imports one on first use: resolving the plugin
+#: (`dsh sessions`) does not import the tools machinery (docs/performance.md, "Start-up (P11)").
+_HOMES: dict[str, str] = {
+    "Ledger": "ledger",
+    "NotFoundError": "workspace",
+    "PathOutsideWorkspaceError": "workspace",
+    "Workspace": "workspace",
+}
+
+if not TYPE_CHECKING:
+
+    def __getattr__(attribute: str) -> Any:
+        home = _HOMES.get(attribute)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+        value = getattr(importlib.import_module(f".{home}", __name__), attribute)
+        globals()[attribute] = value
+        return value

@@ -12,17 +12,18 @@ when the plugin activates.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from plugins.llm_replay.adapter import ReplayAdapter
 from plugins.llm_replay.script import ReplayFailure, ReplayResponse, ReplayToolCall, load_script
 
 if TYPE_CHECKING:
     from framework import Context
+    from plugins.llm_replay.adapter import ReplayAdapter
 
 __all__ = [
     "Config",
@@ -65,6 +66,8 @@ class Config(BaseModel):
 
 def apply(ctx: Context, config: Config) -> None:
     """Load the script and route the configured providers to a new replay adapter."""
+    from plugins.llm_replay.adapter import ReplayAdapter
+
     if config.file is not None:
         path = Path(config.file).expanduser()
         if ctx.base_dir is not None:
@@ -79,3 +82,15 @@ def apply(ctx: Context, config: Config) -> None:
         delay_ms=config.delay_ms,
     )
     ctx.llm.register_adapter(config.provider, adapter)
+
+
+if not TYPE_CHECKING:
+
+    def __getattr__(attribute: str) -> Any:
+        # The adapter (and `plugins.llm` under it) is imported on first use: resolving the
+        # plugin (`dsh sessions`) does not import it (docs/performance.md, "Start-up (P11)").
+        if attribute != "ReplayAdapter":
+            raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+        value = importlib.import_module(".adapter", __name__).ReplayAdapter
+        globals()[attribute] = value
+        return value

@@ -10,11 +10,14 @@ for longer ends the turn at once.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
-from framework import Context
-from plugins.agent.hooks import REQUEST_ERROR
-from plugins.llm_retry.executor import RetryExecutor, abortable_sleep
+if TYPE_CHECKING:
+    from framework import Context
+    from plugins.llm_retry.executor import RetryExecutor, abortable_sleep
 
 __all__ = ["Config", "RetryExecutor", "abortable_sleep", "aliases", "apply", "name"]
 
@@ -35,4 +38,21 @@ class Config(BaseModel):
 
 def apply(ctx: Context, config: Config) -> None:
     """Register the executor (a fiber effect: it stops with the plugin)."""
+    from plugins.agent.hooks import REQUEST_ERROR
+    from plugins.llm_retry.executor import RetryExecutor
+
     ctx.on(REQUEST_ERROR, RetryExecutor(max_wait_ms=config.max_wait_ms))
+
+
+#: The executor is imported on first use: resolving the plugin (`dsh sessions`) does not import
+#: the agent and model machinery it works with (docs/performance.md, "Start-up (P11)").
+_LAZY = frozenset({"RetryExecutor", "abortable_sleep"})
+
+if not TYPE_CHECKING:
+
+    def __getattr__(attribute: str) -> Any:
+        if attribute not in _LAZY:
+            raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+        value = getattr(importlib.import_module(".executor", __name__), attribute)
+        globals()[attribute] = value
+        return value

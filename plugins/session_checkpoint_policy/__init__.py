@@ -8,10 +8,12 @@ tool schema or session event; `sessionPersistence` is injected only as a presenc
 
 from __future__ import annotations
 
-from framework import Context
+from typing import TYPE_CHECKING
 
-from .barriers import install
 from .metrics import FLUSHED, CheckpointFlushed
+
+if TYPE_CHECKING:
+    from framework import Context
 
 __all__ = ["FLUSHED", "CheckpointFlushed", "aliases", "apply", "inject", "name"]
 
@@ -23,4 +25,8 @@ inject = ["llm", "sessionPersistence", "sessions", "tools"]
 
 def apply(ctx: Context, config: object) -> None:
     """Install the three barriers; they are removed when the fiber is disposed."""
+    # Imported here: resolving the plugin (`dsh sessions`) does not import the model and tool
+    # machinery the barriers hook into (docs/performance.md, "Start-up (P11)").
+    from .barriers import install
+
     install(ctx)

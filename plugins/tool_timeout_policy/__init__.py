@@ -9,17 +9,16 @@ cancellation), and `exec.signal` is restored afterwards.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
-from framework import Context, deadline, timeout_of
-from plugins.session.jsonutil import dumps
-from plugins.tools import (
-    ToolExecution,
-    ToolExecutionResult,
-    ToolsService,
-    ToolTimeoutError,
-    exception_result,
-)
-from plugins.tools.hooks import EXECUTE
+from framework import deadline, timeout_of
+
+if TYPE_CHECKING:
+    from framework import Context
+    from plugins.tools import ToolExecution, ToolExecutionResult
+
+# `plugins.tools` is imported in the functions' bodies: resolving the plugin (`dsh sessions`)
+# does not import the tools machinery (docs/performance.md, "Start-up (P11)").
 
 __all__ = ["aliases", "apply", "inject", "name", "timeout_result"]
 
@@ -33,11 +32,16 @@ TOOL_TIMEOUT = "TOOL_TIMEOUT"
 
 def timeout_result(ms: float) -> ToolExecutionResult:
     """The `TOOL_TIMEOUT` result; `ms` prints like a JavaScript number (`5000`, `0.5`)."""
+    from plugins.session.jsonutil import dumps
+    from plugins.tools import ToolTimeoutError, exception_result
+
     return exception_result(ToolTimeoutError(f"tool call timed out after {dumps(ms)}ms"))
 
 
 def apply(ctx: Context, config: object = None) -> None:
     """Register the deadline wrapper (a fiber effect)."""
+    from plugins.tools import ToolsService
+    from plugins.tools.hooks import EXECUTE
 
     async def wrapper(
         exec: ToolExecution, next: Callable[[], Awaitable[ToolExecutionResult]]

@@ -15,11 +15,16 @@ at once (docs/tools-and-cancellation.md).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from framework import Context
+if TYPE_CHECKING:
+    from framework import Context
 
-from .decisions import Accept, Allow, Ask, Block, Deny
+    from .config import Config
+    from .decisions import Accept, Allow, Ask, Block, Deny
+    from .pipeline import PreparedCall, ToolScheduler
+    from .service import ExecutionMode, ToolsService
 from .decorator import tool
 from .errors import (
     ToolArgsError,
@@ -36,7 +41,6 @@ from .execution import (
     ToolExecutionInput,
     idempotency_key,
 )
-from .pipeline import PreparedCall, ToolScheduler
 from .results import (
     ToolExecutionResult,
     ToolFailure,
@@ -46,7 +50,6 @@ from .results import (
     exception_result,
     failure_result,
 )
-from .service import DEFAULT_GRACE_MS, ExecutionMode, ToolsService
 from .tool import Tool
 
 __all__ = [
@@ -88,18 +91,39 @@ __all__ = [
 name = "tools"
 #: Other names manifests may use for this plugin (the original npm spellings).
 aliases = ["@deepseek-ai/dsh-tools"]
-
-
-class Config(BaseModel):
-    """`dsh-tools` configuration."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    #: Once a call's caller aborts, how long its body may keep running before it is cancelled
-    #: at its next await point, in ms (0: at once).
-    cancel_grace_ms: float = Field(default=DEFAULT_GRACE_MS, ge=0, allow_inf_nan=False)
+#: What `apply` provides, for the loader to read without importing the service (docs/concepts.md).
+provides = ["tools"]
 
 
 def apply(ctx: Context, config: Config) -> None:
     """Provide the `tools` service."""
+    from .service import ToolsService
+
     ctx.provide("tools", ToolsService(ctx, config.cancel_grace_ms))
+
+
+#: The module of each public name. The package imports one on the first use of one of its names:
+#: resolving the plugin (`dsh sessions`) does not import its machinery (docs/performance.md,
+#: "Start-up (P11)").
+_HOMES: dict[str, str] = {
+    "Config": "config",
+    "Accept": "decisions",
+    "Allow": "decisions",
+    "Ask": "decisions",
+    "Block": "decisions",
+    "Deny": "decisions",
+    "PreparedCall": "pipeline",
+    "ToolScheduler": "pipeline",
+    "ExecutionMode": "service",
+    "ToolsService": "service",
+}
+
+if not TYPE_CHECKING:
+
+    def __getattr__(attribute: str) -> Any:
+        home = _HOMES.get(attribute)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
+        value = getattr(importlib.import_module(f".{home}", __name__), attribute)
+        globals()[attribute] = value
+        return value
