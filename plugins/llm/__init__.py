@@ -6,9 +6,9 @@ Plugin name: `llm` (entry point `dsh-llm`). Other packages import the public typ
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from framework.lazy import lazy_attributes
 from plugins.llm import chunks
 
 if TYPE_CHECKING:
@@ -114,11 +114,4 @@ _HOMES: dict[str, str] = {
 }
 
 if not TYPE_CHECKING:
-
-    def __getattr__(attribute: str) -> Any:
-        home = _HOMES.get(attribute)
-        if home is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
-        value = getattr(importlib.import_module(f".{home}", __name__), attribute)
-        globals()[attribute] = value
-        return value
+    __getattr__ = lazy_attributes(__name__, _HOMES)

@@ -10,8 +10,9 @@ continues the call in the next turn once it is answered.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from framework.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from framework import Context
@@ -83,11 +84,4 @@ _HOMES: dict[str, str] = {
 }
 
 if not TYPE_CHECKING:
-
-    def __getattr__(attribute: str) -> Any:
-        home = _HOMES.get(attribute)
-        if home is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
-        value = getattr(importlib.import_module(f".{home}", __name__), attribute)
-        globals()[attribute] = value
-        return value
+    __getattr__ = lazy_attributes(__name__, _HOMES)
