@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -129,6 +130,28 @@ def report(
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2) + "\n")
 
 
+#: Iterations of `cpu_reference`'s loop.
+REFERENCE_LOOP = 1_000_000
+
+
+@functools.cache
+def cpu_reference() -> float:
+    """Nanoseconds per iteration of a fixed pure-Python loop (the best of five runs).
+
+    The bars in microseconds or milliseconds (P3, P11) depend on how fast the CPU runs Python,
+    and shared VMs differ by several times; this figure, written beside every result, lets
+    runs on different machines be compared (docs/performance.md, "Reading the figures").
+    """
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        total = 0
+        for index in range(REFERENCE_LOOP):
+            total += index
+        best = min(best, time.perf_counter() - start)
+    return best / REFERENCE_LOOP * 1e9
+
+
 def machine() -> dict[str, object]:
     """Describe where the figures came from."""
     return {
@@ -136,4 +159,5 @@ def machine() -> dict[str, object]:
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "processor": platform.processor() or platform.machine(),
+        "cpu_reference_ns": round(cpu_reference(), 1),
     }
