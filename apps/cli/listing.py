@@ -8,11 +8,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from plugins.session_persistence import Owner, SessionPersistenceError, SessionPersistenceService
-from plugins.tool_approval import pending_questions
 
 from .clock import stamp
-from .states import STATES, State, state_of, title_of
-from .summary import last_turn_reason, reason_text, turn_count
+from .states import STATES, State, glance
+from .summary import reason_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,6 +21,9 @@ COLUMNS = ("id", "created", "turns", "last turn", "events", "size", "state", "ti
 RIGHT = frozenset({"turns", "events", "size"})
 #: Between two columns.
 GAP = "  "
+#: Sessions whose owners are probed together (JSONL: one read of the kernel's lock table),
+#: just before their logs are read (docs/performance.md, P11).
+PROBE_BATCH = 64
 
 
 @dataclass(frozen=True)
@@ -101,40 +103,54 @@ async def session_rows(
         headers = headers[:limit]
     advance = progress(len(headers)) if progress is not None else None
     rows: list[SessionRow] = []
-    for header in headers:
-        if limit is not None and len(rows) >= limit:
-            break
-        row = await _row(persistence, header)
-        if every or row.state in states:
-            rows.append(row)
-        if advance is not None:
-            advance()
+    for start in range(0, len(headers), PROBE_BATCH):
+        batch = headers[start : start + PROBE_BATCH]
+        owners = await persistence.owners([h["id"] for h in batch if "problem" not in h])
+        for header in batch:
+            if limit is not None and len(rows) >= limit:
+                return rows
+            row = await _row(persistence, header, owners)
+            if every or row.state in states:
+                rows.append(row)
+            if advance is not None:
+                advance()
     return rows
 
 
-async def _row(persistence: SessionPersistenceService, header: dict[str, Any]) -> SessionRow:
-    base = {"id": header["id"], "created_at": header["createdAt"], "cwd": header.get("cwd")}
+async def _row(
+    persistence: SessionPersistenceService,
+    header: dict[str, Any],
+    owners: dict[str, Owner | None],
+) -> SessionRow:
+    """One session's row; `owners`: its probed owner (an id missing there is probed alone,
+    which raises why the batch probe failed)."""
+    session_id = header["id"]
+    base = {"id": session_id, "created_at": header["createdAt"], "cwd": header.get("cwd")}
     if "problem" in header:  # a stored entry the backend refuses (docs/storage-safety.md)
         return SessionRow(**base, problem=str(header["problem"]))
     try:
-        owner = await persistence.owner(header["id"])
+        if session_id in owners:
+            owner = owners[session_id]
+        else:
+            owner = await persistence.owner(session_id)
         events = (
-            await persistence.read_from(header["id"], 0)
+            await persistence.read_from(session_id, 0)
             if owner is not None
-            else (await persistence.inspect(header["id"])).events
+            else (await persistence.inspect(session_id)).events
         )
     except SessionPersistenceError as error:
         return SessionRow(**base, problem=str(error))
+    seen = glance(events, owner)
     return SessionRow(
         **base,
-        turns=turn_count(events),
-        last_reason=None if owner is not None else last_turn_reason(events),
+        turns=seen.turns,
+        last_reason=seen.last_reason,
         events=len(events),
         size=_size(persistence, header),
         running=owner,
-        title=title_of(events),
-        state=state_of(events, owner),
-        waiting=len(pending_questions(events)),
+        title=seen.title,
+        state=seen.state,
+        waiting=seen.waiting,
     )
 
 

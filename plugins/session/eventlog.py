@@ -13,7 +13,7 @@ the log was read.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, overload, runtime_checkable
 
 #: `plugins.session.events.Event` (spelled out here: `events` imports this module).
@@ -33,10 +33,13 @@ class PlainEvents(Protocol):
 
 
 def plain_events(events: Sequence[Event]) -> Iterator[tuple[int, Event]]:
-    """`(index, event)` of every event a check must look at (all of them for a plain list)."""
-    if isinstance(events, PlainEvents):
-        return events.plain_events()
-    return enumerate(events)
+    """`(index, event)` of every event a check must look at (all of them for a plain list).
+
+    `PlainEvents` is told by its method, as `isinstance` would, without the ~20-40 µs a
+    runtime Protocol check costs on Python 3.11 (several per stored log read).
+    """
+    walk: Callable[[], Iterator[tuple[int, Event]]] | None = getattr(events, "plain_events", None)
+    return enumerate(events) if walk is None else walk()
 
 
 def same_events(left: Sequence[Event], right: object) -> bool:

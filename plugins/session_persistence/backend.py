@@ -163,3 +163,12 @@ class EncodesAhead(Protocol):
 
     def live_encoder(self) -> LiveEncoder:
         """A new encoder for one live session."""
+
+
+@runtime_checkable
+class ProbesOwners(Protocol):
+    """A backend that probes many ids' owners at once cheaper than one by one (JSONL: one read
+    of the kernel's lock table for all of them)."""
+
+    async def owners(self, session_ids: Sequence[str]) -> dict[str, Owner | None]:
+        """`owner` of each id; an id whose probe failed is left out (its `owner` raises)."""

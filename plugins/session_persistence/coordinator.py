@@ -81,6 +81,10 @@ class Coordinator:
         """The live writer of `session_id` in another process, or None."""
         return await self.locks.owner(session_id)
 
+    async def owners(self, session_ids: Sequence[str]) -> dict[str, Owner | None]:
+        """`owner` of each id, probed together; an id whose probe failed is left out."""
+        return await self.locks.owners(session_ids)
+
     # -- stored or live -------------------------------------------------------------------------
 
     async def load(self, session_id: str) -> SessionLog:

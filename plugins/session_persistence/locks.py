@@ -7,12 +7,14 @@ write takes the lock for that write only (`locked`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from typing import TypeVar
 
 import anyio
 
-from .backend import Owner, PersistenceBackend
+from .backend import Owner, PersistenceBackend, ProbesOwners
+from .errors import SessionPersistenceError
 
 T = TypeVar("T")
 
@@ -58,6 +60,19 @@ class WriterLocks:
         if session_id in self._held:
             return None
         return await self._backend.owner(session_id)
+
+    async def owners(self, session_ids: Sequence[str]) -> dict[str, Owner | None]:
+        """`owner` of each id, in one probe where the backend can (`ProbesOwners`); an id
+        whose probe failed is left out (its `owner` raises why)."""
+        probed = [i for i in session_ids if i not in self._held]
+        found: dict[str, Owner | None] = {}
+        if isinstance(self._backend, ProbesOwners):
+            found = await self._backend.owners(probed)
+        else:
+            for session_id in probed:
+                with suppress(SessionPersistenceError):
+                    found[session_id] = await self._backend.owner(session_id)
+        return {i: found.get(i) for i in session_ids if i in self._held or i in found}
 
     async def release_all(self) -> list[Exception]:
         """Release every held lock; the failures, in order."""

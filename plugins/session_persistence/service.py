@@ -146,6 +146,11 @@ class SessionPersistenceService(Service):
         when no other writer holds it; reads only."""
         return await self._coordinator.owner(session_id)
 
+    async def owners(self, session_ids: Sequence[str]) -> dict[str, Owner | None]:
+        """`owner` of many ids in one probe where the backend can (a listing); an id whose
+        probe failed is left out (its `owner` raises why)."""
+        return await self._coordinator.owners(session_ids)
+
     async def stale_lock(self, session_id: str) -> Owner | None:
         """The holder a lock record names although nobody holds the lock any more (a writer
         that died), or None; the next writer takes such a lock over. Reads only."""

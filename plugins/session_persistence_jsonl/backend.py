@@ -65,7 +65,7 @@ from .layout import (
     segment,
     unescape,
 )
-from .lock import WriterLock, lock_holder
+from .lock import LockTable, WriterLock, lock_holder, lock_table
 from .reader import (
     LogScan,
     TornMarker,
@@ -81,6 +81,8 @@ Compression = Literal["zstd", "none"]
 T = TypeVar("T")
 
 _READ_ATTEMPTS: Final = 20
+#: The root's project directories, each with its storage-rule refusal (None when it is fine).
+_Projects = builtins.list[tuple[os.DirEntry[str], fsguard.UnsafeStorageError | None]]
 _APPEND_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -218,6 +220,13 @@ class JsonlBackend(BackendBase):
             return None
         return await self._run(self._owner, session_id)
 
+    async def owners(self, session_ids: Sequence[str]) -> dict[str, Owner | None]:
+        """`owner` of each id with one read of the lock table and of the root (a listing's
+        probes); an id whose probe fails is left out (its own `owner` call raises why)."""
+        probed = [i for i in session_ids if i not in self._owners]
+        found = await self._run(self._probe_owners, probed)
+        return {i: found.get(i) for i in session_ids if i not in probed or i in found}
+
     async def release_writer(self, session_id: str) -> None:
         """Unbind `session_id` and free its lock (no-op when not held)."""
         owner = self._owners.pop(session_id, None)
@@ -244,11 +253,12 @@ class JsonlBackend(BackendBase):
     def _path(self, meta: JsonObject) -> str:
         return _log_path(str(self.root), meta.get("cwd"), meta["id"], self._log_name)
 
-    def _lookup(self, session_id: str) -> str | None:
-        """The log path of a stored id, refusing layouts this backend does not read."""
+    def _lookup(self, session_id: str, projects: _Projects | None = None) -> str | None:
+        """The log path of a stored id, refusing layouts this backend does not read
+        (`projects`: the root's, when the caller read them for many ids)."""
         seg = segment(session_id)
         found: builtins.list[str] = []
-        projects = self._projects()
+        projects = self._projects() if projects is None else projects
         if projects is None:
             return None
         for project, refusal in sorted(projects, key=lambda pair: pair[0].name):
@@ -280,9 +290,7 @@ class JsonlBackend(BackendBase):
             raise duplicate_id(session_id)
         return found[0] if found else None
 
-    def _projects(
-        self,
-    ) -> builtins.list[tuple[os.DirEntry[str], fsguard.UnsafeStorageError | None]] | None:
+    def _projects(self) -> _Projects | None:
         """The project directories of the root, each with its storage-rule refusal (None when
         it is fine); None when the root does not exist. Other files in the root are ignored;
         an unsafe root is refused."""
@@ -361,11 +369,21 @@ class JsonlBackend(BackendBase):
             meta, scan.events, _revision(st), marker, torn_bytes, _set_aside_beside(path)
         )
 
-    def _owner(self, session_id: str) -> Owner | None:
-        path = self._lookup(session_id)
+    def _owner(
+        self, session_id: str, table: LockTable | None = None, projects: _Projects | None = None
+    ) -> Owner | None:
+        path = self._lookup(session_id, projects)
         if path is None:
             return None
-        return lock_holder(os.path.join(os.path.dirname(path), LOCK_NAME))
+        return lock_holder(os.path.join(os.path.dirname(path), LOCK_NAME), table)
+
+    def _probe_owners(self, session_ids: Sequence[str]) -> dict[str, Owner | None]:
+        table, projects = lock_table(), self._projects()
+        found: dict[str, Owner | None] = {}
+        for session_id in session_ids:
+            with suppress(SessionPersistenceError):
+                found[session_id] = self._owner(session_id, table, projects)
+        return found
 
     def _read_stored_revision(self, session_id: str) -> str | None:
         path = self._lookup(session_id)

@@ -11,6 +11,7 @@ import fcntl
 import os
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from plugins.session.jsonutil import dumps, loads
@@ -18,7 +19,7 @@ from plugins.session_persistence import fsguard
 from plugins.session_persistence.backend import Owner
 from plugins.session_persistence.errors import SessionLockedError, SessionPersistenceError
 
-__all__ = ["WriterLock", "lock_holder"]
+__all__ = ["LockTable", "WriterLock", "lock_holder", "lock_table"]
 
 
 class WriterLock:
@@ -86,10 +87,11 @@ def _holder(fd: int) -> tuple[int | None, str | None]:
     return (pid if type(pid) is int else None), (host if type(host) is str else None)
 
 
-def lock_holder(path: str) -> Owner | None:
+def lock_holder(path: str, table: LockTable | None = None) -> Owner | None:
     """Who holds the lock at `path` now (read from its record), or None when it is free; takes
-    nothing. `/proc/locks` answers without touching the lock; where it cannot be read, a shared
-    non-blocking probe does (a writer starting in that instant sees the probe as a holder)."""
+    nothing. `/proc/locks` answers without touching the lock (`table`: read once for many
+    probes, else now); where it cannot be read, a shared non-blocking probe does (a writer
+    starting in that instant sees the probe as a holder)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -97,16 +99,18 @@ def lock_holder(path: str) -> Owner | None:
     except OSError as error:
         raise SessionPersistenceError(f'cannot read the writer lock at "{path}": {error}') from None
     try:
-        held = _held_per_proc(os.fstat(fd))
-        if held is None:
+        held = (table or lock_table()).held
+        if held is not None:
+            is_held = _file_key(os.fstat(fd)) in held
+        else:
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
-                held = True
+                is_held = True
             else:
-                held = False
+                is_held = False
                 fcntl.flock(fd, fcntl.LOCK_UN)
-        if not held:
+        if not is_held:
             return None
         pid, host = _holder(fd)
         return Owner(pid, host)
@@ -114,19 +118,31 @@ def lock_holder(path: str) -> Owner | None:
         os.close(fd)
 
 
-def _held_per_proc(st: os.stat_result) -> bool | None:
-    """Whether `/proc/locks` lists an exclusive flock on the file `st` describes (None when
-    `/proc/locks` cannot be read)."""
+@dataclass(frozen=True, slots=True)
+class LockTable:
+    """The files `/proc/locks` listed an exclusive flock holder on (as `maj:min:inode`), or
+    None when it could not be read."""
+
+    held: frozenset[str] | None
+
+
+def lock_table() -> LockTable:
+    """`/proc/locks` now; its waiters (`->`) are not holders."""
     try:
         with open("/proc/locks", "rb") as file:
-            table = file.read().decode("ascii", "replace")
+            text = file.read().decode("ascii", "replace")
     except OSError:
-        return None
-    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for line in table.splitlines():
-        fields = line.split()
-        if "->" in fields:  # a waiter, not a holder
+        return LockTable(None)
+    held = set()
+    for line in text.splitlines():
+        if "FLOCK" not in line or "->" in line:
             continue
-        if len(fields) >= 6 and fields[1:4:2] == ["FLOCK", "WRITE"] and fields[5] == device:
-            return True
-    return False
+        fields = line.split()
+        if len(fields) >= 6 and fields[1:4:2] == ["FLOCK", "WRITE"]:
+            held.add(fields[5])
+    return LockTable(frozenset(held))
+
+
+def _file_key(st: os.stat_result) -> str:
+    """`st`'s file as `/proc/locks` names it."""
+    return f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"

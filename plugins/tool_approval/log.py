@@ -62,6 +62,11 @@ class ApprovalLog:
         self.scanned = max(self.scanned, len(events))
         return self
 
+    def add(self, event: Event) -> None:
+        """Fold in the next event (a walk that reads each event once for several folds)."""
+        self._fold(event)
+        self.scanned += 1
+
     def _fold(self, event: Event) -> None:
         kind = event["type"]
         data = event["data"]

@@ -14,7 +14,12 @@ import pytest
 from jsonl_helpers import MODES, backend, meta, open_turn, turn, write
 
 from plugins.session_persistence import Owner
-from plugins.session_persistence.errors import SessionLockedError, StaleWriterError
+from plugins.session_persistence.errors import (
+    SessionLockedError,
+    SessionPersistenceError,
+    StaleWriterError,
+)
+from plugins.session_persistence_jsonl import backend as backend_module
 from plugins.session_persistence_jsonl import lock
 from plugins.session_persistence_jsonl.lock import WriterLock
 
@@ -178,7 +183,7 @@ async def test_the_lock_holder_is_read_without_taking_the_lock(
 ) -> None:
     """`/proc/locks` names the holder; without it a shared probe does; neither takes the lock."""
     if not proc_locks:
-        monkeypatch.setattr(lock, "_held_per_proc", lambda st: None)
+        monkeypatch.setattr(lock, "lock_table", lambda: lock.LockTable(None))
     holder, reader = backend(tmp_path, "none"), backend(tmp_path, "none")
     await write(holder, meta(), [turn(0)])
     assert await reader.owner("s1") is None
@@ -191,3 +196,45 @@ async def test_the_lock_holder_is_read_without_taking_the_lock(
     await reader.acquire_writer("s1")
     await reader.aclose()
     await holder.aclose()
+
+
+@pytest.mark.parametrize("proc_locks", [True, False])
+async def test_owners_says_what_owner_says_reading_the_lock_table_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proc_locks: bool
+) -> None:
+    """A listing's batch probe: free, held elsewhere, held here and missing ids answer as
+    `owner` does, with one read of `/proc/locks` for the lot (none without it)."""
+    reads: list[None] = []
+
+    def lock_table() -> lock.LockTable:
+        reads.append(None)
+        return real() if proc_locks else lock.LockTable(None)
+
+    real = lock.lock_table
+    monkeypatch.setattr(lock, "lock_table", lock_table)
+    monkeypatch.setattr(backend_module, "lock_table", lock_table)
+    holder, reader = backend(tmp_path, "none"), backend(tmp_path, "none")
+    for name in ("s1", "s2", "s3"):
+        await write(holder, meta(name), [turn(0)])
+    await holder.acquire_writer("s2")
+    await reader.acquire_writer("s3")
+    ids = ["s1", "s2", "s3", "missing"]
+    found = await reader.owners(ids)
+    assert len(reads) == 1
+    running = Owner(os.getpid(), socket.gethostname())
+    assert found == {"s1": None, "s2": running, "s3": None, "missing": None}
+    assert found == {i: await reader.owner(i) for i in ids}
+    await reader.aclose()
+    await holder.aclose()
+
+
+async def test_owners_leaves_out_an_id_whose_probe_fails(tmp_path: Path) -> None:
+    """The refused id is missing from the batch; probing it alone raises why."""
+    b = backend(tmp_path, "none")
+    await write(b, meta("s1"), [turn(0)])
+    project = Path(b.locate(meta("s1")).path).parent.parent
+    (project / "flat.jsonl").write_text("")
+    assert await b.owners(["flat", "s1"]) == {"s1": None}
+    with pytest.raises(SessionPersistenceError, match="flat"):
+        await b.owner("flat")
+    await b.aclose()
