@@ -457,13 +457,13 @@ class JsonlBackend(BackendBase):
         """The lock a write of log `path` runs under: the owner's (taken now if still pending)
         or a transient one, returned so the caller frees it after the write."""
         owner = self._owners.get(session_id)
-        lock_path = os.path.join(os.path.dirname(path), LOCK_NAME)
-        if owner is None or owner.lock is None:
-            fsguard.check_path(str(self.root), path)
+        if owner is not None and owner.lock is not None:
+            return None
+        fsguard.check_path(str(self.root), path)
+        lock = WriterLock.acquire(session_id, os.path.join(os.path.dirname(path), LOCK_NAME))
         if owner is None:
-            return WriterLock.acquire(session_id, lock_path)
-        if owner.lock is None:
-            owner.lock = WriterLock.acquire(session_id, lock_path)
+            return lock
+        owner.lock = lock
         return None
 
     def _append_batch(
