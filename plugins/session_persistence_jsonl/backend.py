@@ -156,6 +156,8 @@ class JsonlBackend(BackendBase):
         self._files: dict[str, tuple[int, int]] = {}
         #: session id -> the prepared lines of the live write about to call `append_batch`.
         self._handoff: dict[str, Ahead] = {}
+        #: The store's id once read: it never changes, and every tool step asks for it.
+        self._identity: str | None = None
 
     # ---- Protocol ------------------------------------------------------------------------
 
@@ -225,8 +227,11 @@ class JsonlBackend(BackendBase):
             self._drop(owner)
 
     async def store_identity(self) -> str:
-        """The random id in `<root>/store-id` (0600), created on first use."""
-        return await self._run(read_or_create_store_id, str(self.root), self._io)
+        """The random id in `<root>/store-id` (0600), created on first use; read once per
+        instance (an id that changed under a running process would change its calls' keys)."""
+        if self._identity is None:
+            self._identity = await self._run(read_or_create_store_id, str(self.root), self._io)
+        return self._identity
 
     async def aclose(self) -> None:
         """Release every lock and descriptor, and let the I/O thread go."""
