@@ -23,8 +23,8 @@ otherwise it is queued as usual. Either way its duration is reported to the gate
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar
@@ -103,14 +103,24 @@ class IoThread:
         self._overflow = overflow
         self._group = group
         self._gate = gate if gate is not None and gate.enabled else None
-        self._jobs: deque[Call[Any]] = deque()
-        self._guard = threading.Condition(threading.Lock())
+        #: Calls for the thread; None only wakes it (`close`).
+        self._jobs: queue.SimpleQueue[Call[Any] | None] = queue.SimpleQueue()
+        #: Held while a call is queued and the thread started, and while the thread decides to
+        #: exit (never while the thread is woken for a call: it does not take this lock then).
+        self._life = threading.Lock()
         self._thread: threading.Thread | None = None
-        #: Calls submitted to the thread and not yet finished.
-        self._queued = 0
+        #: Calls submitted to the thread (counted on the loop thread) and finished (counted on
+        #: the I/O thread): each count has one writer, so neither needs a lock.
+        self._submitted = 0
+        self._finished = 0
         #: Overflow calls running in anyio worker threads.
         self._spilled = 0
         self._closing = False
+
+    @property
+    def _queued(self) -> int:
+        """Calls submitted to the thread and not yet finished."""
+        return self._submitted - self._finished
 
     async def run(
         self, fn: Callable[..., T], *args: Any, group: bool = False, inline: bool = False
@@ -120,15 +130,19 @@ class IoThread:
         thread when the gate allows (see the module docstring)."""
         gate = self._gate if inline else None
         if gate is not None and not self._queued and not self._spilled and gate.allows():
-            return await self._inline(gate, partial(fn, *args))
+            # Right here, without yielding (a live flush's drain may yield once before).
+            start = gate.clock()
+            try:
+                return fn(*args)
+            finally:
+                gate.record(gate.clock() - start)
         if self._overflow and self._queued:
             return await self._spill(partial(fn, *args), gate)
         clock = gate.clock if gate is not None else None
         call: Call[T] = Call(partial(fn, *args), group and self._group is not None, clock)
-        with self._guard:
-            self._queued += 1
-            self._jobs.append(call)
-            self._guard.notify()
+        self._submitted += 1
+        with self._life:
+            self._jobs.put(call)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
                 self._thread.start()
@@ -139,15 +153,6 @@ class IoThread:
         if call.error is not None:
             raise call.error
         return call.result  # type: ignore[return-value]
-
-    @staticmethod
-    async def _inline(gate: InlineGate, fn: Callable[[], T]) -> T:
-        """Run `fn` right here, without yielding (a live flush's drain yields once before)."""
-        start = gate.clock()
-        try:
-            return fn()
-        finally:
-            gate.record(gate.clock() - start)
 
     async def _spill(self, fn: Callable[[], T], gate: InlineGate | None) -> T:
         """Run `fn` in an anyio worker thread (this one is busy), timed for `gate`."""
@@ -165,32 +170,59 @@ class IoThread:
         return call.result  # type: ignore[return-value]
 
     def _serve(self) -> None:
+        jobs = self._jobs
+        #: A call taken while gathering a group that does not belong to it: it runs next.
+        carry: Call[Any] | None = None
         while True:
-            with self._guard:
-                self._guard.wait_for(lambda: bool(self._jobs) or self._closing, IDLE_SECONDS)
-                if not self._jobs:
-                    self._thread = None
-                    self._closing = False
-                    return
-                calls = [self._jobs.popleft()]
-                if calls[0].group:
-                    while self._jobs and self._jobs[0].group and len(calls) < GROUP_MAX:
-                        calls.append(self._jobs.popleft())
+            call, carry = carry, None
+            if call is None:
+                try:
+                    call = jobs.get(timeout=IDLE_SECONDS)
+                except queue.Empty:
+                    if self._exit_if_idle():
+                        return
+                    continue
+                if call is None:  # woken by `close`
+                    if self._closing and self._exit_if_idle():
+                        return
+                    continue
+            calls = [call]
+            if call.group:
+                while len(calls) < GROUP_MAX:
+                    try:
+                        more = jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is not None and more.group:
+                        calls.append(more)
+                    else:
+                        carry = more
+                        break
             if len(calls) == 1:
-                calls[0].execute()
+                call.execute()
             else:
                 self._run_group(calls)
-            with self._guard:
-                self._queued -= len(calls)
-            for call in calls:
-                call.finish()
+            self._finished += len(calls)
+            for done in calls:
+                done.finish()
+            if carry is None and self._closing and self._exit_if_idle():
+                return
+
+    def _exit_if_idle(self) -> bool:
+        """Forget this thread if nothing is queued (a later call starts a new one)."""
+        with self._life:
+            if not self._jobs.empty():
+                return False
+            self._thread = None
+            self._closing = False
+            return True
 
     def close(self) -> None:
         """Let the thread exit once its queue is empty (a later call starts a new one)."""
-        with self._guard:
+        with self._life:
             if self._thread is not None:
                 self._closing = True
-                self._guard.notify()
+                self._jobs.put(None)
 
     def _run_group(self, calls: list[Call[Any]]) -> None:
         assert self._group is not None

@@ -16,6 +16,7 @@ import anyio
 import anyio.lowlevel
 
 from .backend import JsonObject
+from .runnable import others_runnable
 from .timers import Timers, Window
 
 logger = logging.getLogger("plugins.session_persistence")
@@ -195,8 +196,10 @@ class WriteController:
             if self._inflight is not None:
                 await self._inflight.wait()
             # Let flushers that are already scheduled (a step's parallel tool calls) append
-            # their events and join before the batch is cut: one write serves them all.
-            await anyio.lowlevel.checkpoint()
+            # their events and join before the batch is cut: one write serves them all. With
+            # no other task ready the pass would only come back here (docs/performance.md).
+            if others_runnable():
+                await anyio.lowlevel.checkpoint()
             while self.pending:
                 await self._write_once()
             drain.finished = True

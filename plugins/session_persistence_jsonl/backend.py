@@ -158,6 +158,8 @@ class JsonlBackend(BackendBase):
         self._files: dict[str, tuple[int, int]] = {}
         #: session id -> the prepared lines of the live write about to call `append_batch`.
         self._handoff: dict[str, Ahead] = {}
+        #: The store's id once read: it never changes, and every tool step asks for it.
+        self._identity: str | None = None
 
     # ---- Protocol ------------------------------------------------------------------------
 
@@ -234,8 +236,11 @@ class JsonlBackend(BackendBase):
             self._drop(owner)
 
     async def store_identity(self) -> str:
-        """The random id in `<root>/store-id` (0600), created on first use."""
-        return await self._run(read_or_create_store_id, str(self.root), self._io)
+        """The random id in `<root>/store-id` (0600), created on first use; read once per
+        instance (an id that changed under a running process would change its calls' keys)."""
+        if self._identity is None:
+            self._identity = await self._run(read_or_create_store_id, str(self.root), self._io)
+        return self._identity
 
     async def aclose(self) -> None:
         """Release every lock and descriptor, and let the I/O thread go."""
@@ -475,13 +480,13 @@ class JsonlBackend(BackendBase):
         """The lock a write of log `path` runs under: the owner's (taken now if still pending)
         or a transient one, returned so the caller frees it after the write."""
         owner = self._owners.get(session_id)
-        lock_path = os.path.join(os.path.dirname(path), LOCK_NAME)
-        if owner is None or owner.lock is None:
-            fsguard.check_path(str(self.root), path)
+        if owner is not None and owner.lock is not None:
+            return None
+        fsguard.check_path(str(self.root), path)
+        lock = WriterLock.acquire(session_id, os.path.join(os.path.dirname(path), LOCK_NAME))
         if owner is None:
-            return WriterLock.acquire(session_id, lock_path)
-        if owner.lock is None:
-            owner.lock = WriterLock.acquire(session_id, lock_path)
+            return lock
+        owner.lock = lock
         return None
 
     def _append_batch(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import anyio
 import pytest
@@ -95,6 +97,69 @@ async def test_close_lets_the_thread_go_and_a_later_call_starts_another() -> Non
     io.close()
     for _ in range(200):
         if not any(t.ident == first and t.is_alive() for t in threading.enumerate()):
+            break
+        await anyio.sleep(0.01)
+    else:
+        raise AssertionError("the closed thread is still alive")
+    assert await io.run(lambda: 7) == 7
+
+
+async def test_a_call_queued_behind_a_group_runs_after_it_alone_in_order() -> None:
+    units: list[list[object]] = []
+
+    def runner(calls: Sequence[offload.Call[Any]]) -> None:
+        for call in calls:
+            call.execute()
+        units.append([call.result for call in calls])
+
+    io = IoThread("test", group=runner)
+    started, release = threading.Event(), threading.Event()
+
+    def block() -> str:
+        started.set()
+        release.wait(10)
+        return "block"
+
+    results: list[str] = []
+
+    async def submit(fn: Callable[[], str], group: bool) -> None:
+        results.append(await io.run(fn, group=group))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit, block, True)
+        await anyio.to_thread.run_sync(started.wait, 10)
+        for name, group in (("g1", True), ("g2", True), ("alone", False), ("g3", True)):
+            tg.start_soon(submit, lambda name=name: name, group)
+            await anyio.wait_all_tasks_blocked()
+        release.set()
+    assert units == [["g1", "g2"]]  # "block" ran alone; "g3" is a group of one
+    assert results == ["block", "g1", "g2", "alone", "g3"]
+
+
+async def test_close_while_busy_finishes_the_queue_then_lets_the_thread_go() -> None:
+    io = IoThread("test")
+    started, release = threading.Event(), threading.Event()
+
+    def block() -> int:
+        started.set()
+        release.wait(10)
+        return threading.get_ident()
+
+    idents: list[int] = []
+
+    async def submit() -> None:
+        idents.append(await io.run(block))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit)
+        await anyio.to_thread.run_sync(started.wait, 10)
+        tg.start_soon(submit)
+        await anyio.wait_all_tasks_blocked()
+        io.close()
+        release.set()
+    assert len(set(idents)) == 1
+    for _ in range(200):
+        if not any(t.ident == idents[0] and t.is_alive() for t in threading.enumerate()):
             break
         await anyio.sleep(0.01)
     else:

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import anyio
 import anyio.lowlevel
 import pytest
+import sniffio
 from anyio.abc import TaskGroup
 
 from plugins.session_persistence import timers as timers_module
@@ -114,6 +115,37 @@ async def test_concurrent_flushes_share_one_write(tg: TaskGroup) -> None:
             inner.start_soon(step, seq)
     assert len(rec.batches) == 1
     assert sorted(rec.batches[0]) == list(range(8))  # trio starts tasks in random order
+
+
+async def test_a_lone_flush_on_asyncio_makes_no_loop_pass(
+    tg: TaskGroup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches: list[list[int]] = []
+
+    async def write(batch: list[dict[str, int]]) -> None:
+        batches.append([event["seq"] for event in batch])
+
+    ready = anyio.Event()
+    ready.set()
+    writer = WriteController(
+        label=LABEL, write=write, ready=ready, timers=Timers(FakeClock(), 0.2, tg.start_soon)
+    )
+    writer.enqueue(ev(0))
+    await writer.flush()
+    await anyio.wait_all_tasks_blocked()  # the timers' runner has started and sleeps
+    passes: list[None] = []
+    checkpoint = anyio.lowlevel.checkpoint
+
+    async def counted() -> None:
+        passes.append(None)
+        await checkpoint()
+
+    monkeypatch.setattr(anyio.lowlevel, "checkpoint", counted)
+    writer.enqueue(ev(1))
+    await writer.flush()
+    assert batches == [[0], [1]]
+    # Nothing else was ready: the pass would have come straight back (trio cannot tell).
+    assert len(passes) == (sniffio.current_async_library() == "trio")
 
 
 async def test_flushes_during_an_inflight_write_add_at_most_one_more(tg: TaskGroup) -> None:

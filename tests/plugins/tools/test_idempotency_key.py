@@ -131,3 +131,14 @@ async def test_sessions_identity_follows_the_persistence_backend(tmp_path: Path)
             persisted = await ctx.sessions.identity()
             assert persisted == await ctx.sessionPersistence.identity()
             assert persisted == await ctx.sessionPersistence.backend.store_identity()
+
+
+async def test_a_jsonl_backend_reads_its_identity_once(tmp_path: Path) -> None:
+    root = tmp_path / "sessions"
+    backend = JsonlBackend(root)
+    identity = await backend.store_identity()
+    (root / "store-id").unlink()
+    # No second read on the I/O thread per tool step; the id of a running store stays its id.
+    assert await backend.store_identity() == identity
+    assert not (root / "store-id").exists()
+    assert await JsonlBackend(root).store_identity() != identity
