@@ -16,8 +16,9 @@ import builtins
 import os
 import sqlite3
 import threading
+import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Final, TypeVar, overload
@@ -86,18 +87,62 @@ _ADVANCE: Final = (
 )
 
 
+#: Sessions advanced together by one `UPDATE` of a group (4 parameters each).
+_SESSIONS_PER_ADVANCE: Final = 200
+#: `_ADVANCE` for many live writers at once (`_advance_together`): the ids it advanced.
+_ADVANCE_MANY: Final = (
+    "UPDATE sessions SET revision = revision + 1, next_seq = v.column3 FROM (VALUES {}) AS v"
+    " WHERE sessions.id = v.column1 AND sessions.next_seq = v.column2 AND EXISTS"
+    " (SELECT 1 FROM session_locks WHERE session_id = v.column1 AND token = v.column4)"
+    " RETURNING id"
+)
+
+
 @lru_cache(maxsize=_ROWS_PER_INSERT)
 def _insert_sql(count: int) -> str:
     """One `INSERT` of `count` event rows."""
     return _INSERT_ROWS + ", ".join(("(?, ?, ?, ?, ?, ?, ?, ?, ?)",) * count)
 
 
-def _insert_rows(connection: sqlite3.Connection, session_id: str, rows: Sequence[Row]) -> None:
-    """Insert `rows` of `session_id`, up to `_ROWS_PER_INSERT` in one statement."""
-    for start in range(0, len(rows), _ROWS_PER_INSERT):
-        chunk = rows[start : start + _ROWS_PER_INSERT]
-        params = [value for row in chunk for value in (session_id, *row)]
-        connection.execute(_insert_sql(len(chunk)), params)
+@lru_cache(maxsize=_SESSIONS_PER_ADVANCE)
+def _advance_sql(count: int) -> str:
+    """One `_ADVANCE_MANY` of `count` sessions."""
+    return _ADVANCE_MANY.format(", ".join(("(?, ?, ?, ?)",) * count))
+
+
+def _insert_rows(
+    connection: sqlite3.Connection, batches: Iterable[tuple[str, Sequence[Row]]]
+) -> None:
+    """Insert each `(session_id, rows)` batch, up to `_ROWS_PER_INSERT` rows a statement."""
+    params: list[object] = []
+    count = 0
+    for session_id, rows in batches:
+        for row in rows:
+            params.append(session_id)
+            params.extend(row)
+            count += 1
+            if count == _ROWS_PER_INSERT:
+                connection.execute(_insert_sql(count), params)
+                params, count = [], 0
+    if count:
+        connection.execute(_insert_sql(count), params)
+
+
+class _Live:
+    """A queued live append a group may run together with others: its call, session, the
+    next seq this process saw, the next seq after it, its lock token and its encoded rows."""
+
+    __slots__ = ("call", "next_seq", "rows", "seen", "session_id", "token")
+
+    def __init__(
+        self, call: Call[Any], session_id: str, seen: int, count: int, token: str, rows: list[Row]
+    ) -> None:
+        self.call = call
+        self.session_id = session_id
+        self.seen = seen
+        self.next_seq = seen + count
+        self.token = token
+        self.rows = rows
 
 
 class SqliteBackend(BackendBase):
@@ -343,14 +388,17 @@ class SqliteBackend(BackendBase):
                 self._check_identity()
                 connection.execute("BEGIN IMMEDIATE")
                 self._grouped = True
+                together: list[_Live] = []
                 for call in calls:
-                    if not connection.in_transaction:
-                        # SQLite rolled the whole transaction back (a full disk, an I/O error).
-                        raise SessionPersistenceError(
-                            f'session database at "{self.path}": the group transaction was '
-                            "rolled back"
-                        )
+                    live = self._live(call)
+                    if live is not None:
+                        together.append(live)
+                        continue
+                    self._advance_together(connection, together)
+                    together = []
+                    self._check_open(connection)
                     call.execute()
+                self._advance_together(connection, together)
                 connection.execute("COMMIT")
             except BaseException as error:
                 self._seen.clear()
@@ -368,6 +416,78 @@ class SqliteBackend(BackendBase):
                 raise
             finally:
                 self._grouped = False
+
+    def _check_open(self, connection: sqlite3.Connection) -> None:
+        """Raise when SQLite rolled the whole group transaction back (a full disk, an I/O
+        error)."""
+        if not connection.in_transaction:
+            raise SessionPersistenceError(
+                f'session database at "{self.path}": the group transaction was rolled back'
+            )
+
+    def _live(self, call: Call[Any]) -> _Live | None:
+        """`call` as a live append `_advance_together` may run (a session this instance
+        holds, appending where it last saw the log end), its rows encoded; else None."""
+        fn = call.fn
+        if not isinstance(fn, partial) or fn.args[:1] != (self._append_batch,):
+            return None
+        meta, events, is_materialized, ahead = fn.args[1]
+        session_id: str = meta["id"]
+        seen, token = self._seen.get(session_id), self._tokens.get(session_id)
+        if not is_materialized or token is None or not events or events[0]["seq"] != seen:
+            return None
+        assert seen is not None
+        try:
+            rows = encode_rows(events, ahead)
+        except Exception:  # the call alone raises it again, as it always did
+            return None
+        return _Live(call, session_id, seen, len(events), token, rows)
+
+    def _advance_together(self, connection: sqlite3.Connection, together: list[_Live]) -> None:
+        """Live appends of a group set-wise: one `UPDATE` advances every session whose stored
+        next seq and lock row agree, then their rows go in together (docs/performance.md).
+        A session it did not advance, or a statement that failed, is run on its own, so its
+        own checks name what is wrong and a bad one fails alone."""
+        if len(together) < 2:
+            for live in together:
+                self._check_open(connection)
+                live.call.execute()
+            return
+        self._check_open(connection)
+        start = time.perf_counter()
+        advanced: set[str] = set()
+        try:
+            self._check_schema(connection)
+            connection.execute("SAVEPOINT together")
+            for index in range(0, len(together), _SESSIONS_PER_ADVANCE):
+                chunk = together[index : index + _SESSIONS_PER_ADVANCE]
+                params = [
+                    value
+                    for live in chunk
+                    for value in (live.session_id, live.seen, live.next_seq, live.token)
+                ]
+                advanced.update(
+                    row[0] for row in connection.execute(_advance_sql(len(chunk)), params)
+                )
+            _insert_rows(
+                connection,
+                ((live.session_id, live.rows) for live in together if live.session_id in advanced),
+            )
+            connection.execute("RELEASE together")
+        except sqlite3.Error:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK TO together")
+                connection.execute("RELEASE together")
+            advanced.clear()
+        elapsed = time.perf_counter() - start
+        for live in together:
+            call = live.call
+            if live.session_id in advanced:
+                self._seen[live.session_id] = live.next_seq
+                call.elapsed = elapsed
+            else:
+                self._check_open(connection)
+                call.execute()
 
     def _check_identity(self) -> None:
         """Raise `ReplacedFileError` when the database path no longer names the opened file (a
@@ -460,7 +580,7 @@ class SqliteBackend(BackendBase):
             if is_materialized and token is not None and seen is not None and first == seen:
                 advance = (seen + count, session_id, seen, session_id, token)
                 if connection.execute(_ADVANCE, advance).rowcount == 1:
-                    _insert_rows(connection, session_id, rows)
+                    _insert_rows(connection, ((session_id, rows),))
                     return seen + count
             # Creating the log, a one-off write, or a check that failed: read what is stored
             # and name what is wrong.
@@ -497,7 +617,7 @@ class SqliteBackend(BackendBase):
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
                     (*header_columns(meta).values(), str(uuid.uuid4()), count),
                 )
-            _insert_rows(connection, session_id, rows)
+            _insert_rows(connection, ((session_id, rows),))
             return next_seq + count
 
         self._seen[session_id] = self._transaction(connection, write)
@@ -527,7 +647,7 @@ class SqliteBackend(BackendBase):
                 host=self._host,
                 stale_ms=self._stale_ms,
             )
-            _insert_rows(connection, session_id, rows)
+            _insert_rows(connection, ((session_id, rows),))
             connection.execute(
                 "UPDATE sessions SET revision = revision + 1, next_seq = ? WHERE id = ?",
                 (start + count, session_id),
