@@ -55,9 +55,21 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: `(pid, process_identity(pid))` of this process, read once per pid (a fork gets a new pid).
+_own_identity: tuple[int, str | None] = (0, None)
+
+
+def _identity() -> str | None:
+    global _own_identity
+    pid = os.getpid()
+    if _own_identity[0] != pid:
+        _own_identity = (pid, process_identity(pid))
+    return _own_identity[1]
+
+
 def new_token() -> str:
     """A fresh lock token: random, then `@` and this process's identity when known."""
-    identity = process_identity(os.getpid())
+    identity = _identity()
     token = uuid.uuid4().hex
     return token if identity is None else f"{token}@{identity}"
 

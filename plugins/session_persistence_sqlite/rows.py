@@ -249,6 +249,11 @@ def encode_rows(events: Sequence[JsonObject], ahead: Ahead | None = None) -> lis
         ready.append(row)
         members.append(member)
         texts.append(text)
+    if not any(members):  # nothing packable: each event is its own row
+        return [
+            _event_row(event) if row is None else _compressed(row)
+            for event, row in zip(events, ready, strict=True)
+        ]
     rows: list[Row] = []
     for record in pack_records(events, members):
         if isinstance(record, int):

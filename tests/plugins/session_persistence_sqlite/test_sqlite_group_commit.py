@@ -13,7 +13,11 @@ import pytest
 
 import plugins.session_persistence_sqlite.rows as rows_module
 from plugins.session_persistence.backend import JsonObject
-from plugins.session_persistence.errors import StaleWriterError
+from plugins.session_persistence.errors import (
+    SessionPersistenceError,
+    StaleWriterError,
+    WriterLockLostError,
+)
 from plugins.session_persistence.testing import complete_turn, meta
 from plugins.session_persistence_sqlite import SqliteBackend
 
@@ -159,9 +163,134 @@ class _Raising:
     """A group member whose failure escapes the runner (as a failed COMMIT does)."""
 
     error = None
+    fn = None  # no append: the runner executes it in its turn
 
     def __init__(self, fn: Any) -> None:
         self._fn = fn
 
     def execute(self) -> None:
         self._fn()
+
+
+async def locked_together(
+    store: SqliteBackend, change: Any, session_ids: tuple[str, ...]
+) -> tuple[dict[str, Any], list[str]]:
+    """Queue `change(session_id)` (a lock change) per session behind a held call and release
+    them at once; return each outcome and the statements the connection ran."""
+    statements: list[str] = []
+    await store.store_identity()  # the connection is open
+    assert store._connection is not None
+    store._connection.set_trace_callback(statements.append)
+    release = threading.Event()
+    outcomes: dict[str, Any] = {}
+
+    async def run(session_id: str) -> None:
+        try:
+            await change(session_id)
+        except Exception as error:
+            outcomes[session_id] = error
+        else:
+            outcomes[session_id] = None
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store._thread.run, release.wait)
+            await queued(store, 1)
+            for session_id in session_ids:
+                tg.start_soon(run, session_id)
+            await queued(store, 1 + len(session_ids))
+            release.set()
+    store._connection.set_trace_callback(None)
+    return outcomes, statements
+
+
+async def test_queued_lock_changes_share_one_commit(tmp_path: Path) -> None:
+    """Many sessions taking (then releasing) their writer locks at once: one COMMIT each way."""
+    store = SqliteBackend(tmp_path / "sessions.sqlite3")
+    try:
+        outcomes, statements = await locked_together(store, store.acquire_writer, IDS)
+        assert outcomes == dict.fromkeys(IDS)
+        assert statements.count("COMMIT") == 1
+        assert set(store._tokens) == set(IDS)
+        for session_id in IDS:
+            assert await store.lock_record(session_id) is not None
+        outcomes, statements = await locked_together(store, store.release_writer, IDS)
+        assert outcomes == dict.fromkeys(IDS)
+        assert statements.count("COMMIT") == 1
+        for session_id in IDS:
+            assert await store.lock_record(session_id) is None
+    finally:
+        await store.aclose()
+
+
+async def test_a_failed_commit_forgets_the_locks_it_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqliteBackend(tmp_path / "sessions.sqlite3")
+    try:
+        await store.acquire_writer("a")
+        real = store._commit_group
+
+        def failing(calls: Any) -> None:
+            def boom() -> None:
+                raise OSError(5, "Input/output error")
+
+            real([*calls, _Raising(boom)])
+
+        monkeypatch.setattr(store._thread, "_group", failing)
+        outcomes, _ = await locked_together(store, store.acquire_writer, ("b", "c"))
+        assert all(isinstance(error, OSError) for error in outcomes.values())
+        assert set(store._tokens) == {"a"}  # b's and c's were never committed
+        monkeypatch.undo()
+        for session_id in ("b", "c"):
+            assert await store.lock_record(session_id) is None
+            await store.acquire_writer(session_id)  # taken again, for real this time
+            assert await store.lock_record(session_id) is not None
+    finally:
+        await store.aclose()
+
+
+async def test_live_appends_go_in_together(backend: SqliteBackend) -> None:
+    """A group's live appends: one set-wise UPDATE for every session, their rows together,
+    no savepoint per append."""
+    outcomes, statements = await appended_together(backend)
+    assert outcomes == dict.fromkeys(IDS)
+    updates = [s for s in statements if s.startswith("UPDATE sessions")]
+    assert len(updates) == 1
+    assert "FROM (VALUES" in updates[0]
+    assert len([s for s in statements if s.startswith("INSERT INTO events")]) == 1
+    assert statements.count("SAVEPOINT together") == 1
+    assert "SAVEPOINT batch" not in statements
+    assert backend._seen == dict.fromkeys(IDS, 12)
+
+
+async def test_a_lost_lock_fails_alone_when_appended_together(backend: SqliteBackend) -> None:
+    assert backend._connection is not None
+    backend._connection.execute("UPDATE session_locks SET token = 'another' WHERE session_id = 'b'")
+    outcomes, _ = await appended_together(backend)
+    assert isinstance(outcomes.pop("b"), WriterLockLostError)
+    assert outcomes == {"a": None, "c": None}
+    lengths = {}
+    for session_id in IDS:
+        stored = await backend.load_stored(session_id)
+        assert stored is not None
+        lengths[session_id] = len(stored.events)
+    assert lengths == {"a": 12, "b": 6, "c": 12}
+    assert backend._seen == {"a": 12, "b": 6, "c": 12}
+
+
+async def test_bad_rows_fail_alone_when_appended_together(backend: SqliteBackend) -> None:
+    """A row SQLite refuses (here: b's seq 6 already taken) undoes the set-wise writes; each
+    append then runs alone, so only b fails."""
+    assert backend._connection is not None
+    backend._connection.execute(
+        "INSERT INTO events (session_id, seq, type, time, data) VALUES ('b', 6, 'x', 0, '{}')"
+    )
+    outcomes, _ = await appended_together(backend)
+    assert isinstance(outcomes.pop("b"), SessionPersistenceError)
+    assert outcomes == {"a": None, "c": None}
+    for session_id in ("a", "c"):
+        stored = await backend.load_stored(session_id)
+        assert stored is not None
+        assert [e["seq"] for e in stored.events] == list(range(12))
+    assert backend._seen["b"] == 6
