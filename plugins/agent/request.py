@@ -28,6 +28,7 @@ from .hooks import REQUEST, AgentRequest
 
 if TYPE_CHECKING:
     from framework import AbortSignal
+    from plugins.session import Session
 
     from .agent import Agent
 
@@ -43,14 +44,44 @@ class Request:
     stream: Callable[[], AsyncIterable[StreamChunk]]
 
 
+class Transcript:
+    """A session's request messages, kept between requests (P6: O(new events) per request).
+
+    The messages are those of the surface nodes, in order (`Session.messages()`). The nodes of
+    the last request are kept; while the surface still starts with them (a replace anywhere
+    starts over), only the nodes appended since are read from the log. The log is append-only,
+    so a kept node's message is still the one at its seq.
+    """
+
+    __slots__ = ("_messages", "_nodes")
+
+    def __init__(self) -> None:
+        self._nodes: list[int] = []
+        self._messages: list[dict[str, Any]] = []
+
+    def messages(self, session: Session) -> list[dict[str, Any]]:
+        """A new list of the session's model-visible messages (the messages are not copied)."""
+        nodes = session.surface.nodes
+        kept = len(self._nodes)
+        if kept > len(nodes) or nodes[:kept] != self._nodes:
+            kept = 0
+            self._messages = []
+        events = session.events
+        self._messages += [message_of(events[seq]) for seq in nodes[kept:]]
+        self._nodes = nodes[:]
+        return self._messages[:]
+
+
 class RequestState:
-    """What the loop remembers between requests: the last header and context in the log."""
+    """What the loop remembers between requests: the last header and context in the log, and
+    the transcript."""
 
     def __init__(self, events: Sequence[Mapping[str, Any]]) -> None:
         #: True until this agent object's first request (whose header is always written).
         self.first = True
         self.header: dict[str, Any] | None = None
         self.context: dict[str, Any] | None = None
+        self.transcript = Transcript()
         for event in reversed(events):
             if self.header is None and event["type"] == "request/header":
                 self.header = event["data"]["header"]
@@ -136,7 +167,7 @@ async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal)
     options = GenerateOptions(
         provider=config["provider"],
         model=config["model"],
-        messages=[message_of(session.events[seq]) for seq in session.surface.nodes],
+        messages=state.transcript.messages(session),
         system=agent.options.system,
         tools=cast("list[ToolSchema]", tools) or None,
         reasoning_effort=config.get("reasoningEffort"),

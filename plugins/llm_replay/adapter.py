@@ -75,12 +75,16 @@ class ReplayAdapter:
             )
         response = self._responses[request].served(options.messages)
         if response.error is not None:
-            await self._before_chunk(options.signal)
+            await self._sleep(options.signal)
+            _check_aborted(options.signal)
             raise LlmError(response.error.message, response.error.code)
         state = {"script": self.script_id, "next": request + 1}
         count = self._sized(options.session_id).input_tokens
+        signal = options.signal
         for chunk in response_chunks(response, options.messages, self._chunk_size, state, count):
-            await self._before_chunk(options.signal)
+            if self._delay_s > 0:  # no coroutine per chunk without a delay
+                await self._sleep(signal)
+            _check_aborted(signal)
             yield chunk
 
     def _sized(self, session_id: str | None) -> MessageSizes:
@@ -92,15 +96,20 @@ class ReplayAdapter:
         self._sizes[session_id] = sizes
         return sizes
 
-    async def _before_chunk(self, signal: AbortSignal | None) -> None:
+    async def _sleep(self, signal: AbortSignal | None) -> None:
+        """The delay before a chunk (cut short by an abort)."""
         if self._delay_s > 0:
             if signal is None:
                 await anyio.sleep(self._delay_s)
             else:
                 with anyio.move_on_after(self._delay_s):
                     await signal.wait()
-        if signal is not None and signal.aborted:
-            raise LlmError("replay aborted", "ABORTED")
+
+
+def _check_aborted(signal: AbortSignal | None) -> None:
+    """After the delay, an aborted request's stream ends with `ABORTED`."""
+    if signal is not None and signal.aborted:
+        raise LlmError("replay aborted", "ABORTED")
 
 
 def script_id(responses: Sequence[ReplayResponse]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
@@ -49,11 +50,12 @@ class MessageSizes:
 
     def input_tokens(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """Same as `input_tokens(messages)`."""
-        kept = 0
-        for old, new in zip(self._messages, messages, strict=False):
-            if old is not new:
-                break
-            kept += 1
+        last = self._messages
+        if all(map(operator.is_, last, messages)):  # the common case, compared in C
+            kept = min(len(last), len(messages))
+        else:
+            pairs = enumerate(zip(last, messages, strict=False))
+            kept = next(i for i, (old, new) in pairs if old is not new)
         sizes = self._sizes[:kept]
         sizes += [len(_compact(message)) for message in messages[kept:]]
         self._messages = list(messages)
