@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import anyio
@@ -114,26 +115,35 @@ async def test_a_call_queued_behind_a_group_runs_after_it_alone_in_order() -> No
 
     io = IoThread("test", group=runner)
     started, release = threading.Event(), threading.Event()
+    #: The order the I/O thread ran the calls in (callers may resume in another order: trio
+    #: shuffles the tasks woken in one batch).
+    ran: list[str] = []
 
     def block() -> str:
         started.set()
         release.wait(10)
+        ran.append("block")
         return "block"
 
-    results: list[str] = []
+    def named(name: str) -> str:
+        ran.append(name)
+        return name
 
-    async def submit(fn: Callable[[], str], group: bool) -> None:
-        results.append(await io.run(fn, group=group))
+    results: dict[str, str] = {}
+
+    async def submit(name: str, fn: Callable[[], str], group: bool) -> None:
+        results[name] = await io.run(fn, group=group)
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(submit, block, True)
+        tg.start_soon(submit, "block", block, True)
         await anyio.to_thread.run_sync(started.wait, 10)
         for name, group in (("g1", True), ("g2", True), ("alone", False), ("g3", True)):
-            tg.start_soon(submit, lambda name=name: name, group)
+            tg.start_soon(submit, name, partial(named, name), group)
             await anyio.wait_all_tasks_blocked()
         release.set()
     assert units == [["g1", "g2"]]  # "block" ran alone; "g3" is a group of one
-    assert results == ["block", "g1", "g2", "alone", "g3"]
+    assert ran == ["block", "g1", "g2", "alone", "g3"]
+    assert results == {name: name for name in ran}
 
 
 async def test_close_while_busy_finishes_the_queue_then_lets_the_thread_go() -> None:
