@@ -10,10 +10,16 @@ from pathlib import Path
 import pytest
 from jsonl_helpers import MODES, backend, meta, turn, write
 
+import plugins.session
+from apps.cli import listing
 from apps.cli.listing import session_rows
+from framework import Context
+from plugins.session_persistence import Config, mount_persistence
 from plugins.session_persistence.errors import SessionPersistenceError
 from plugins.session_persistence.testing import running
 from plugins.session_persistence_jsonl import JsonlBackend, default_root, project_dir, segment
+from plugins.session_persistence_jsonl import backend as backend_module
+from plugins.session_persistence_jsonl.lock import LockTable
 
 pytestmark = pytest.mark.anyio
 
@@ -272,3 +278,36 @@ async def test_dsh_sessions_rows_mark_the_refused_entry(tmp_path: Path, mode: st
     assert rows["good"].events == len(turn(0))
     assert "and cwd identify" in str(rows["misplaced"].problem)
     assert "is a symbolic link" in str(rows["--linked--"].problem)
+
+
+async def test_dsh_sessions_rows_probe_owners_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the bare backend (its batch probe: one read of the lock table per `PROBE_BATCH`
+    sessions) the rows are those of the one-by-one probe, the refused entry's included."""
+    root = tmp_path / "sessions"
+    names = [f"s{index:03d}" for index in range(listing.PROBE_BATCH + 1)]
+    async with running(JsonlBackend(root, compression="none")) as world:
+        for name in [*names, "misplaced"]:
+            await world.service.create({**meta(name), "cwd": f"/{name}"})
+            await world.service.append(name, turn(0))
+    (root / "--misplaced--").rename(root / "--elsewhere--")
+    async with running(JsonlBackend(root, compression="none")) as world:  # one by one
+        expected = await session_rows(world.service)
+    reads: list[None] = []
+    real = backend_module.lock_table
+
+    def lock_table() -> LockTable:
+        reads.append(None)
+        return real()
+
+    monkeypatch.setattr(backend_module, "lock_table", lock_table)
+    async with Context() as ctx:
+        await ctx.plugin(plugins.session)
+        bare = JsonlBackend(root, compression="none")
+        fiber = ctx.plugin(lambda ctx, config: mount_persistence(ctx, bare, Config()))
+        await fiber
+        rows = await session_rows(ctx.sessionPersistence)
+    assert len(reads) == 2
+    assert rows == expected
+    assert "and cwd identify" in str({row.id: row for row in rows}["misplaced"].problem)
