@@ -33,6 +33,7 @@ __all__ = [
     "Surface",
     "UnknownEventTypeError",
     "UnsupportedVersionError",
+    "check_appended",
     "check_event",
     "closer_event",
     "live_event",
@@ -223,6 +224,28 @@ def check_event(event: Any, expected_seq: int) -> None:
         raise EventFormatError(
             f'event "{event_type}" (seq {seq}) ignorable must be true or absent, got {ignorable!r}'
         )
+    _check_kind(event, event_type, seq, ignorable)
+
+
+def check_appended(event: Event) -> None:
+    """`check_event` of an event `live_event` made for `Session.append`: its keys, seq, data
+    and `ignorable` are right by construction, so only its type and time (the caller's and the
+    clock's) and what its type requires are checked; the errors are `check_event`'s."""
+    event_type = event["type"]
+    time = event["time"]
+    if (
+        type(event_type) is not str
+        or not event_type
+        or type(time) is not int
+        or not -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
+    ):
+        check_event(event, event["seq"])
+    _check_kind(event, event_type, event["seq"], event.get("ignorable"))
+
+
+def _check_kind(event: Event, event_type: str, seq: int, ignorable: object) -> None:
+    """What an envelope of `event_type` must satisfy: known (or ignorable), not retired, the
+    surface fields and payload of a surface event, a request/header's data."""
     if event_type in _RETIRED_TYPES:
         raise EventFormatError(
             f'event type "{event_type}" (seq {seq}) is refused: {_RETIRED_TYPES[event_type]}'
