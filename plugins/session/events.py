@@ -224,14 +224,16 @@ def check_event(event: Any, expected_seq: int) -> None:
         raise EventFormatError(
             f'event "{event_type}" (seq {seq}) ignorable must be true or absent, got {ignorable!r}'
         )
-    _check_kind(event, event_type, seq, ignorable)
+    check_appended(event)
 
 
 def check_appended(event: Event) -> None:
-    """`check_event` of an event `live_event` made for `Session.append`: its keys, seq, data
-    and `ignorable` are right by construction, so only its type and time (the caller's and the
-    clock's) and what its type requires are checked; the errors are `check_event`'s."""
+    """The part of `check_event` after the keys, seq, data and `ignorable`: the type and time,
+    then what the type requires (known or ignorable, not retired, surface fields and payloads,
+    a request/header's data). `Session.append` calls it alone: `live_event` builds the rest
+    right, and only the caller's type and the clock's time can be wrong."""
     event_type = event["type"]
+    seq = event["seq"]
     time = event["time"]
     if (
         type(event_type) is not str
@@ -239,13 +241,9 @@ def check_appended(event: Event) -> None:
         or type(time) is not int
         or not -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
     ):
-        check_event(event, event["seq"])
-    _check_kind(event, event_type, event["seq"], event.get("ignorable"))
-
-
-def _check_kind(event: Event, event_type: str, seq: int, ignorable: object) -> None:
-    """What an envelope of `event_type` must satisfy: known (or ignorable), not retired, the
-    surface fields and payload of a surface event, a request/header's data."""
+        # Raises: `check_event` refuses such a type or time before it calls this function.
+        check_event(event, seq)
+    ignorable = event.get("ignorable")
     if event_type in _RETIRED_TYPES:
         raise EventFormatError(
             f'event type "{event_type}" (seq {seq}) is refused: {_RETIRED_TYPES[event_type]}'

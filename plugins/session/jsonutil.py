@@ -45,7 +45,7 @@ def dumps(value: Any) -> str:
     """
     if type(value) is str:
         # A lone string (a streaming delta's text): no container to walk, no chunks to join.
-        return _js_string(value)
+        return str(_encode_str(value)) if value.isascii() else _js_string(value)
     try:
         text = "".join(_C_ENCODE(value, 0)) if _C_ENCODE is not None else _ENCODER.encode(value)
     except RecursionError:
