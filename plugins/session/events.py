@@ -33,6 +33,7 @@ __all__ = [
     "Surface",
     "UnknownEventTypeError",
     "UnsupportedVersionError",
+    "check_appended",
     "check_event",
     "closer_event",
     "live_event",
@@ -223,6 +224,26 @@ def check_event(event: Any, expected_seq: int) -> None:
         raise EventFormatError(
             f'event "{event_type}" (seq {seq}) ignorable must be true or absent, got {ignorable!r}'
         )
+    check_appended(event)
+
+
+def check_appended(event: Event) -> None:
+    """The part of `check_event` after the keys, seq, data and `ignorable`: the type and time,
+    then what the type requires (known or ignorable, not retired, surface fields and payloads,
+    a request/header's data). `Session.append` calls it alone: `live_event` builds the rest
+    right, and only the caller's type and the clock's time can be wrong."""
+    event_type = event["type"]
+    seq = event["seq"]
+    time = event["time"]
+    if (
+        type(event_type) is not str
+        or not event_type
+        or type(time) is not int
+        or not -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER
+    ):
+        # Raises: `check_event` refuses such a type or time before it calls this function.
+        check_event(event, seq)
+    ignorable = event.get("ignorable")
     if event_type in _RETIRED_TYPES:
         raise EventFormatError(
             f'event type "{event_type}" (seq {seq}) is refused: {_RETIRED_TYPES[event_type]}'

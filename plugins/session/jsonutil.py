@@ -43,6 +43,9 @@ def dumps(value: Any) -> str:
 
     Expects JSON values (see `snapshot`); raises `ValueError` for NaN, infinities and cycles.
     """
+    if type(value) is str:
+        # A lone string (a streaming delta's text): no container to walk, no chunks to join.
+        return str(_encode_str(value)) if value.isascii() else _js_string(value)
     try:
         text = "".join(_C_ENCODE(value, 0)) if _C_ENCODE is not None else _ENCODER.encode(value)
     except RecursionError:
@@ -155,7 +158,7 @@ def _slow(value: Any, out: list[str]) -> list[str]:
 
 def _js_string(text: str) -> str:
     """A JSON string literal as `JSON.stringify` writes it (UTF-16 semantics for surrogates)."""
-    if _LONE.search(text) is None:
+    if text.isascii() or _LONE.search(text) is None:
         return str(_encode_str(text))
     # Adjacent high+low surrogate code points form one character in UTF-16: join them first.
     joined = _PAIR.sub(
@@ -253,8 +256,6 @@ def snapshot(value: Any) -> Any:
     recursion limit) surfaces as recursion overflow and is refused.
     """
     kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return value
     try:
         if kind is dict:
             return _copy_dict(value)
@@ -280,23 +281,23 @@ def _copy_scalar(value: Any) -> Any:
 
 
 def _copy_dict(value: dict[Any, Any]) -> dict[str, Any]:
-    out = {}
-    for key, item in value.items():
+    # A shallow copy (in C); then each value is checked and each container replaced by its copy.
+    out = value.copy()
+    for key, item in out.items():
         if type(key) is not str:
             raise _Refused
         kind = type(item)
-        if kind is str or kind is bool or item is None:
-            out[key] = item
-        elif kind is int:
+        if kind is str:
+            continue
+        if kind is int:
             if not -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
                 raise _Refused
-            out[key] = item
         elif kind is dict:
             out[key] = _copy_dict(item)
         elif kind is list:
             out[key] = _copy_list(item)
-        else:
-            out[key] = _copy_scalar(item)
+        elif kind is not bool and item is not None:
+            _copy_scalar(item)
     return out
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from framework import FrameworkError
 
 from .eventlog import EventLog, plain_events
-from .events import Event, Surface, check_event, live_event, validate_header
+from .events import Event, Surface, check_appended, check_event, live_event, validate_header
 from .jsonutil import snapshot
 from .messages import message_of
 
@@ -156,7 +156,8 @@ class Session:
             raise RuntimeError(
                 "session append cannot reenter while another append is being published"
             )
-        seq = len(self.events)
+        events = self.events
+        seq = len(events)
         event = live_event(
             type,
             seq,
@@ -166,9 +167,14 @@ class Session:
             source_event_seqs=source_event_seqs,
             surface_op=surface_op,
         )
-        self._check(event, seq)
-        self.events._push(event)
-        self.surface.apply(event)
+        check_appended(event)
+        if surface_op is None:
+            # No surface operation: the surface neither checks nor records anything.
+            events._push(event)
+        else:
+            self.surface.check(event, events)
+            events._push(event)
+            self.surface.apply(event)
         publisher = self._publisher
         if publisher is not None:
             self._publishing = True

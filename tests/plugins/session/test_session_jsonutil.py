@@ -260,3 +260,24 @@ def test_snapshot_and_round_trip_properties(value: Any) -> None:
     text = dumps(value)
     assert dumps(copied) == text
     assert dumps(loads(text)) == text
+
+
+@settings(max_examples=300)
+@given(st.text(st.characters(blacklist_categories=())))
+def test_a_lone_string_encodes_as_it_does_inside_a_container(text: str) -> None:
+    """`dumps` of a bare string (its own fast path) is the literal the container path writes,
+    surrogates and control characters included."""
+    assert dumps(text) == dumps([text])[1:-1]
+
+
+def test_snapshot_copies_every_level_and_checks_every_value() -> None:
+    value = {"s": "x", "n": 1, "b": False, "z": None, "f": 0.5, "d": {"l": [{"k": 1}]}}
+    copied = snapshot(value)
+    assert list(copied) == list(value)
+    assert copied == value
+    value["s"] = "changed"
+    value["d"]["l"][0]["k"] = 2
+    value["d"]["new"] = 1
+    assert copied == {"s": "x", "n": 1, "b": False, "z": None, "f": 0.5, "d": {"l": [{"k": 1}]}}
+    with pytest.raises(TypeError, match=r"value\['d'\]\['f'\] is -0.0"):
+        snapshot({"d": {"ok": True, "f": -0.0}})

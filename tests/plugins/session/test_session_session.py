@@ -111,6 +111,25 @@ def test_invalid_appends_leave_the_log_untouched(
     assert session.surface.nodes == []
 
 
+@pytest.mark.parametrize(
+    ("kind", "time", "error"),
+    [
+        ("", 1, "event at seq 0 has no valid type: ''"),
+        (3, 1, "event at seq 0 has no valid type: 3"),
+        ("turn/start", 1.5, 'event "turn/start" (seq 0) time must be an integer epoch in ms'),
+        ("turn/start", 2**53, 'event "turn/start" (seq 0) time must be an integer epoch in ms'),
+    ],
+)
+def test_an_appended_type_and_clock_time_are_checked(kind: Any, time: Any, error: str) -> None:
+    """The envelope `append` builds is checked where it can be wrong: the caller's type and
+    the clock's time, with the errors of a stored event's check."""
+    session = Session(HEADER, clock=lambda: time)
+    with pytest.raises(EventFormatError) as info:
+        session.append(kind, {"turn": 1})
+    assert str(info.value).startswith(error)
+    assert session.events == []
+
+
 def test_replace_validated_against_the_surface() -> None:
     session = Session(HEADER, clock=Clock())
     session.append("user/message", user_message("a", "1"), surface_op="append")
