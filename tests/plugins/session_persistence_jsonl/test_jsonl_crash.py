@@ -29,9 +29,10 @@ async def main() -> None:
     seq = 0
     while True:
         batch = turn(seq, turn_no=seq // 8 + 1, deltas=4)
-        if seq == 0:
-            print("started", flush=True)
         await b.append_batch(meta(), batch[:5], is_materialized=seq > 0)
+        if seq == 0:
+            # The first batch is durable: a kill from now on must leave at least it.
+            print("durable", flush=True)
         await b.append_batch(meta(), batch[5:], is_materialized=True)
         seq += len(batch)
 
@@ -40,7 +41,8 @@ anyio.run(main)
 
 
 def kill_writer_after(root: Path, mode: str, delay: float) -> None:
-    """Run the writer child, let it write for `delay` seconds, SIGKILL it."""
+    """Run the writer child, let it write for `delay` seconds after its first durable batch
+    (a loaded machine may take longer than `delay` to get there), SIGKILL it."""
     here = Path(__file__).resolve().parent
     child = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(root), mode, str(here)],
@@ -49,7 +51,7 @@ def kill_writer_after(root: Path, mode: str, delay: float) -> None:
         cwd=here.parents[2],
     )
     assert child.stdout is not None
-    assert child.stdout.readline().strip() == "started"
+    assert child.stdout.readline().strip() == "durable"
     time.sleep(delay)
     child.send_signal(signal.SIGKILL)
     child.wait()
