@@ -2,9 +2,9 @@
 
 `batch_text` is the one encoding rule: one line per record, runs of packable deltas as packed
 rows (`packing.pack_records`) when `pack`. `Ahead` keeps what `admit` prepared for each event
-of one live session (its line; for a packable delta its run key and the JSON of its text), so a
-flush only packs and joins; the bytes are the same whether an event was prepared or not
-(docs/performance.md).
+of one live session (its line; for a packable delta its run key and the JSON of its text, from
+which its line is built when no run takes it), so a flush only packs and joins; the bytes are
+the same whether an event was prepared or not (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import ahead
 from plugins.session_persistence.backend import JsonObject
-from plugins.session_persistence.packing import Member, member_of, pack_records
+from plugins.session_persistence.packing import Member, member_line, member_of, pack_records
 
 __all__ = ["Ahead", "batch_text"]
 
@@ -46,8 +46,13 @@ def batch_text(events: Sequence[JsonObject], *, pack: bool, ahead: Ahead | None 
         out.extend(dumps(events[k]) if line is None else line for k, line in enumerate(lines))
     for record in pack_records(events, members) if pack else ():
         if isinstance(record, int):
-            line = lines[record]
-            out.append(dumps(events[record]) if line is None else line)
+            line, member, text = lines[record], members[record], texts[record]
+            if line is None:
+                ev = events[record]
+                line = (
+                    dumps(ev) if member is None or text is None else member_line(ev, member, text)
+                )
+            out.append(line)
         else:
             start, row = record
             data = row["data"]

@@ -106,6 +106,44 @@ def test_a_row_joined_from_prepared_texts_is_its_json(named: bool) -> None:
     assert batch_text(texts, pack=True, ahead=ahead) == reference(texts, True)
 
 
+@pytest.mark.parametrize("kind", ["text", "reasoning", "named call", "call"])
+def test_a_delta_too_few_to_pack_is_written_from_its_prepared_text(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of one or two deltas is stored unpacked; its line is built from the text JSON
+    its admission prepared (no `dumps` of the whole event at the write), byte for byte."""
+    if kind in ("text", "reasoning"):
+        bodies: list[dict[str, Any]] = [
+            {"type": f"{kind}-delta", "index": -3, "text": f'x\ud800"\u2028{k}'} for k in (1, 2)
+        ]
+    else:
+        bodies = []
+        for k in (1, 2):
+            body: dict[str, Any] = {"type": "tool-call-delta", "index": 7, "id": 'c"\udc80'}
+            if kind == "named call":
+                body["name"] = "n\u2029"
+            body["argumentsDelta"] = f'{{"a":{k}}}'
+            bodies.append(body)
+    events: list[dict[str, Any]] = [event(0, "step/start", {"turn": 2, "step": 9})]
+    for k, body in enumerate(bodies, start=1):
+        data = {"turn": 2, "step": 9, "chunk": body}
+        events.append({"type": "assistant/chunk", "seq": k, "time": -4 * k, "data": data})
+    events.append(event(3, "step/end", {"turn": 2, "step": 9}))
+    expected = reference(events, True)
+    ahead = Ahead(pack=True)
+    for ev in events:
+        ahead.admit(ev)
+    encoded: list[object] = []
+
+    def counting(value: object) -> str:
+        encoded.append(value)
+        return dumps(value)
+
+    monkeypatch.setattr(encoder_module, "dumps", counting)
+    assert batch_text(events, pack=True, ahead=ahead) == expected
+    assert encoded == []
+
+
 @pytest.mark.anyio
 async def test_live_flush_joins_the_lines_prepared_at_admission(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
