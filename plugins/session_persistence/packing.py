@@ -29,6 +29,7 @@ __all__ = [
     "check_row",
     "decode_record",
     "encode_records",
+    "member_data",
     "member_line",
     "member_of",
     "pack_records",
@@ -129,20 +130,22 @@ def member_of(event: JsonObject) -> Member | None:
     return (tag, turn, step, index, call_id, named, name), text
 
 
-def member_line(event: JsonObject, member: Member, text: str) -> str:
-    """`dumps(event)` of a packable event left unpacked (a run too short), built from its
-    member and `text`, the JSON of its payload text: `member_of` checked every other value
+def member_data(member: Member, text: str) -> str:
+    """`dumps(event["data"])` of a packable event left unpacked (a run too short), built from
+    its member and `text`, the JSON of its payload text: `member_of` checked every other value
     (keys in this order, safe integers, strings)."""
     tag, turn, step, index, call_id, named, name = member[0]
-    head = (
-        f'{{"type":"assistant/chunk","seq":{event["seq"]},"time":{event["time"]},'
-        f'"data":{{"turn":{turn},"step":{step},"chunk":{{"type":"{_DELTA_OF_TAG[tag]}",'
-        f'"index":{index}'
-    )
+    head = f'{{"turn":{turn},"step":{step},"chunk":{{"type":"{_DELTA_OF_TAG[tag]}","index":{index}'
     if call_id is None:
-        return f'{head},"text":{text}}}}}}}'
+        return f'{head},"text":{text}}}}}'
     named_part = f',"name":{dumps(name)}' if named else ""
-    return f'{head},"id":{dumps(call_id)}{named_part},"argumentsDelta":{text}}}}}}}'
+    return f'{head},"id":{dumps(call_id)}{named_part},"argumentsDelta":{text}}}}}'
+
+
+def member_line(event: JsonObject, member: Member, text: str) -> str:
+    """`dumps(event)` of a packable event left unpacked, from its member (`member_data`)."""
+    data = member_data(member, text)
+    return f'{{"type":"assistant/chunk","seq":{event["seq"]},"time":{event["time"]},"data":{data}}}'
 
 
 def _row(key: tuple[Any, ...], run: Sequence[JsonObject], texts: list[str]) -> JsonObject:

@@ -38,6 +38,7 @@ from plugins.session_persistence.packing import (
     Member,
     decode_record,
     encode_records,
+    member_data,
     member_of,
     pack_records,
 )
@@ -210,6 +211,13 @@ def _packed_rows(
     yield (record["seq0"], record["type"], record["time0"], _stored(text, raw), None, None, 0, None)
 
 
+def _member_row(event: JsonObject, member: Member, text: str) -> Row:
+    """The row of a packable delta stored unpacked (a run too short), its `data` built from
+    its prepared text (`packing.member_data`): `member_of` allows no other column."""
+    data = _data_column(member_data(member, text))
+    return (event["seq"], event["type"], event["time"], data, None, None, None, None)
+
+
 def _data_text(data: JsonObject, texts: list[str]) -> str:
     """`dumps(data)` of a packed row whose member texts are already JSON (`texts`): its other
     values are safe integers and strings, in `packing`'s key order."""
@@ -257,8 +265,13 @@ def encode_rows(events: Sequence[JsonObject], ahead: Ahead | None = None) -> lis
     rows: list[Row] = []
     for record in pack_records(events, members):
         if isinstance(record, int):
-            row = ready[record]
-            rows.append(_event_row(events[record]) if row is None else _compressed(row))
+            row, member, text = ready[record], members[record], texts[record]
+            if row is not None:
+                rows.append(_compressed(row))
+            elif member is None or text is None:
+                rows.append(_event_row(events[record]))
+            else:
+                rows.append(_member_row(events[record], member, text))
         else:
             start, packed = record
             stop = start + len(packed["data"]["dt"]) + 1

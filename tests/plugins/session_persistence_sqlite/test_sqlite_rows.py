@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlite_helpers import chunk, event, turn
 
+import plugins.session_persistence_sqlite.rows as rows_module
 from plugins.session.jsonutil import dumps, loads
 from plugins.session_persistence.errors import SessionPersistenceCorruptionError
 from plugins.session_persistence_sqlite.rows import (
@@ -230,3 +231,40 @@ def test_batches_round_trip_through_rows(items: list[tuple[str, str, int]]) -> N
     assert sum(row[1].endswith("-chunks") for row in rows) <= len(events) // 3
     result = scan(rows, len(events))
     assert [dumps(e) for e in result] == [dumps(e) for e in events]
+
+
+@pytest.mark.parametrize("named", [None, True, False])
+def test_a_prepared_delta_too_few_to_pack_has_the_rows_of_encoding_at_the_write(
+    named: bool | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One or two deltas in a row are stored unpacked; their `data` is built from the text
+    their admission prepared (nothing is encoded whole at the write), column for column."""
+    events: list[dict[str, object]] = [event(0, "step/start", {"turn": 3, "step": 2})]
+    for k in (1, 2):
+        if named is None:
+            body: dict[str, object] = {
+                "type": "reasoning-delta",
+                "index": -1,
+                "text": f"r\ud800{k}",
+            }
+        else:
+            body = {"type": "tool-call-delta", "index": 4, "id": 'c"\u2028'}
+            if named:
+                body["name"] = "n\udc80"
+            body["argumentsDelta"] = f'{{"k":{k}}}'
+        data = {"turn": 3, "step": 2, "chunk": body}
+        events.append({"type": "assistant/chunk", "seq": k, "time": 10 * k, "data": data})
+    events.append(event(3, "step/end", {"turn": 3, "step": 2}))
+    expected = encode_rows(events)
+    ahead = rows_module.Ahead()
+    for ev in events:
+        ahead.admit(ev)
+    encoded: list[object] = []
+
+    def counting(value: object) -> str:
+        encoded.append(value)
+        return dumps(value)
+
+    monkeypatch.setattr(rows_module, "dumps", counting)
+    assert encode_rows(events, ahead) == expected
+    assert encoded == []
