@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import ruamel.yaml.main
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import (
     CollectionEndEvent,
     CollectionStartEvent,
+    DocumentStartEvent,
 )
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from ruamel.yaml.parser import Parser
@@ -225,6 +227,34 @@ class _DepthParser(Parser):
         return event
 
 
+#: libyaml's parser (ruamel.yaml.clib), None when the extension is not installed.
+_CPARSER: Final[Any] = getattr(ruamel.yaml.main, "CParser", None)
+
+
+def _libyaml_agrees(text: str) -> bool:
+    """Whether libyaml composes `text` as ruamel's pure-Python parser does, so its composer (about
+    seven times faster: docs/performance.md, "Start-up (P11)") may: the extension is installed,
+    the text holds no tab (libyaml accepts some the pure parser refuses) and no directive
+    (libyaml ignores `%YAML 1.1`), it parses, and nothing nests deeper than `_MAX_DEPTH` (its
+    composer recurses in C). libyaml's event stream, counted here, does not recurse."""
+    if _CPARSER is None or "\t" in text:
+        return False
+    parser, depth = _CPARSER(text), 0
+    try:
+        while (event := parser.get_event()) is not None:
+            if isinstance(event, CollectionStartEvent):
+                depth += 1
+                if depth > _MAX_DEPTH:
+                    return False
+            elif isinstance(event, CollectionEndEvent):
+                depth -= 1
+            elif isinstance(event, DocumentStartEvent) and (event.version or event.tags):
+                return False
+    except YAMLError:
+        return False
+    return True
+
+
 class _Reader:
     """Reads one YAML file into rows (or patches), collecting problems."""
 
@@ -271,7 +301,7 @@ class _Reader:
             self.problems.append(ManifestProblem(f"failed to read {kind} {self.path}: {reason}"))
             return None
         try:
-            root = self._yaml.compose(text)
+            root = self._compose(text)
         except _TooDeep as exc:
             self.fail(
                 Loc(str(self.path), exc.mark.line + 1, exc.mark.column + 1), _TOO_DEEP, syntax=True
@@ -296,6 +326,16 @@ class _Reader:
             )
             return None
         return list(root.value)
+
+    def _compose(self, text: str) -> Any:
+        """The root node, composed by libyaml where it agrees with the pure parser; anything
+        else, and every problem (in the pure parser's words), goes through the pure parser."""
+        if _libyaml_agrees(text):
+            try:
+                return YAML(typ="safe").compose(text)
+            except YAMLError:
+                pass
+        return self._yaml.compose(text)
 
     def _syntax_problem(self, exc: MarkedYAMLError, kind: str) -> ManifestProblem:
         mark = exc.problem_mark or exc.context_mark

@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from framework.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from framework import Context
 
+    from .config import Config
     from .ledger import Ledger
     from .workspace import NotFoundError, PathOutsideWorkspaceError, Workspace
 
@@ -38,16 +37,6 @@ name = "demo-tools"
 #: Other names manifests may use for this plugin (the original npm spellings).
 aliases = ["@deepseek-ai/dsh-demo-tools"]
 inject = ["tools"]
-
-
-class Config(BaseModel):
-    """Where the tools work and how much `read_file` returns."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    workspace: str | None = None
-    ledger_path: str | None = None
-    max_read_bytes: int = Field(default=65536, gt=0)
 
 
 def default_ledger_path() -> str:
@@ -72,8 +61,10 @@ def apply(ctx: Context, config: Config) -> None:
 
 
 #: The module of each public class. The package imports one on first use: resolving the plugin
-#: (`dsh sessions`) does not import the tools machinery (docs/performance.md, "Start-up (P11)").
+#: (`dsh sessions`) does not import the tools machinery or build its `Config` model
+#: (docs/performance.md, "Start-up (P11)").
 _HOMES: dict[str, str] = {
+    "Config": "config",
     "Ledger": "ledger",
     "NotFoundError": "workspace",
     "PathOutsideWorkspaceError": "workspace",

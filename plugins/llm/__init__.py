@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from framework.lazy import lazy_attributes
-from plugins.llm import chunks
 
 if TYPE_CHECKING:
     from framework import Context
+    from plugins.llm import chunks
     from plugins.llm.adapter import LlmAdapter
     from plugins.llm.assembly import AssembledResponse, BlockAssembler, assemble
     from plugins.llm.errors import HarnessError, LlmError, make_failure
@@ -86,6 +86,7 @@ def apply(ctx: Context, config: object) -> None:
 #: "Start-up (P11)").
 _HOMES: dict[str, str] = {
     "LlmAdapter": "adapter",
+    "chunks": "chunks",
     "AssembledResponse": "assembly",
     "BlockAssembler": "assembly",
     "assemble": "assembly",

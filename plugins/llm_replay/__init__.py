@@ -12,18 +12,16 @@ when the plugin activates.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic_core import PydanticCustomError
-
-from plugins.llm_replay.script import ReplayFailure, ReplayResponse, ReplayToolCall, load_script
+from framework.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from framework import Context
     from plugins.llm_replay.adapter import ReplayAdapter
+    from plugins.llm_replay.config import Config
+    from plugins.llm_replay.script import ReplayFailure, ReplayResponse, ReplayToolCall, load_script
 
 __all__ = [
     "Config",
@@ -44,29 +42,10 @@ aliases = ["@deepseek-ai/dsh-llm-replay"]
 inject = ["llm"]
 
 
-class Config(BaseModel):
-    """Replay adapter configuration."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    provider: str | list[str] = "replay"
-    model: str = "replay"
-    responses: list[ReplayResponse] | None = None
-    file: str | None = None
-    context_window: int = Field(default=128000, gt=0)
-    chunk_size: int = Field(default=8, gt=0)
-    delay_ms: float = Field(default=0, ge=0)
-
-    @model_validator(mode="after")
-    def _one_source(self) -> Config:
-        if self.responses is not None and self.file is not None:
-            raise PydanticCustomError("replay_source", "set either responses or file, not both")
-        return self
-
-
 def apply(ctx: Context, config: Config) -> None:
     """Load the script and route the configured providers to a new replay adapter."""
     from plugins.llm_replay.adapter import ReplayAdapter
+    from plugins.llm_replay.script import load_script
 
     if config.file is not None:
         path = Path(config.file).expanduser()
@@ -84,13 +63,17 @@ def apply(ctx: Context, config: Config) -> None:
     ctx.llm.register_adapter(config.provider, adapter)
 
 
-if not TYPE_CHECKING:
+#: The module of each public name, imported on first use: resolving the plugin (`dsh sessions`)
+#: does not import the adapter (and `plugins.llm` under it) or build the config and script
+#: models (docs/performance.md, "Start-up (P11)").
+_HOMES: dict[str, str] = {
+    "ReplayAdapter": "adapter",
+    "Config": "config",
+    "ReplayFailure": "script",
+    "ReplayResponse": "script",
+    "ReplayToolCall": "script",
+    "load_script": "script",
+}
 
-    def __getattr__(attribute: str) -> Any:
-        # The adapter (and `plugins.llm` under it) is imported on first use: resolving the
-        # plugin (`dsh sessions`) does not import it (docs/performance.md, "Start-up (P11)").
-        if attribute != "ReplayAdapter":
-            raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
-        value = importlib.import_module(".adapter", __name__).ReplayAdapter
-        globals()[attribute] = value
-        return value
+if not TYPE_CHECKING:
+    __getattr__ = lazy_attributes(__name__, _HOMES)

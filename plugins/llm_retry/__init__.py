@@ -10,13 +10,13 @@ for longer ends the turn at once.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from framework.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from framework import Context
+    from plugins.llm_retry.config import Config
     from plugins.llm_retry.executor import RetryExecutor, abortable_sleep
 
 __all__ = ["Config", "RetryExecutor", "abortable_sleep", "aliases", "apply", "name"]
@@ -24,16 +24,6 @@ __all__ = ["Config", "RetryExecutor", "abortable_sleep", "aliases", "apply", "na
 name = "llm-retry"
 #: Other names manifests may use for this plugin (the original npm spellings).
 aliases = ["@deepseek-ai/dsh-llm-retry"]
-
-
-class Config(BaseModel):
-    """Retry executor configuration (the policy itself is the route's)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    #: The longest provider retry-after (ms) worth waiting for; a failure asking for longer
-    #: ends the turn at once.
-    max_wait_ms: int = Field(default=60000, ge=0)
 
 
 def apply(ctx: Context, config: Config) -> None:
@@ -44,15 +34,14 @@ def apply(ctx: Context, config: Config) -> None:
     ctx.on(REQUEST_ERROR, RetryExecutor(max_wait_ms=config.max_wait_ms))
 
 
-#: The executor is imported on first use: resolving the plugin (`dsh sessions`) does not import
-#: the agent and model machinery it works with (docs/performance.md, "Start-up (P11)").
-_LAZY = frozenset({"RetryExecutor", "abortable_sleep"})
+#: The module of each public name, imported on first use: resolving the plugin (`dsh sessions`)
+#: does not import the agent and model machinery the executor works with, nor build its `Config`
+#: model (docs/performance.md, "Start-up (P11)").
+_HOMES: dict[str, str] = {
+    "Config": "config",
+    "RetryExecutor": "executor",
+    "abortable_sleep": "executor",
+}
 
 if not TYPE_CHECKING:
-
-    def __getattr__(attribute: str) -> Any:
-        if attribute not in _LAZY:
-            raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
-        value = getattr(importlib.import_module(".executor", __name__), attribute)
-        globals()[attribute] = value
-        return value
+    __getattr__ = lazy_attributes(__name__, _HOMES)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .metrics import FLUSHED, CheckpointFlushed
+from framework.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from framework import Context
+
+    from .metrics import FLUSHED, CheckpointFlushed
 
 __all__ = ["FLUSHED", "CheckpointFlushed", "aliases", "apply", "inject", "name"]
 
@@ -30,3 +32,10 @@ def apply(ctx: Context, config: object) -> None:
     from .barriers import install
 
     install(ctx)
+
+
+#: The module of each public name, imported on first use (docs/performance.md, "Start-up (P11)").
+_HOMES: dict[str, str] = {"FLUSHED": "metrics", "CheckpointFlushed": "metrics"}
+
+if not TYPE_CHECKING:
+    __getattr__ = lazy_attributes(__name__, _HOMES)

@@ -19,17 +19,29 @@ from framework.manifest import load_manifest
 #: Lazy packages that provide a service (they declare `provides`).
 LAZY = ("plugins.agent", "plugins.tool_approval", "plugins.llm", "plugins.tools")
 #: Every package that imports some of its public names on first use.
-LAZY_NAMES = (*LAZY, "plugins.llm_retry", "plugins.llm_replay", "plugins.demo_tools")
+LAZY_NAMES = (
+    *LAZY,
+    "plugins.llm_retry",
+    "plugins.llm_replay",
+    "plugins.demo_tools",
+    "plugins.session_checkpoint_policy",
+)
 
 #: Modules a boot of the default manifest's store alone leaves unimported.
 HEAVY = (
+    "plugins.demo_tools.config",
     "plugins.demo_tools.ledger",
     "plugins.demo_tools.workspace",
+    "plugins.llm.chunks",
     "plugins.llm.registry",
     "plugins.llm.service",
     "plugins.llm_replay.adapter",
+    "plugins.llm_replay.config",
+    "plugins.llm_replay.script",
+    "plugins.llm_retry.config",
     "plugins.llm_retry.executor",
     "plugins.session_checkpoint_policy.barriers",
+    "plugins.session_checkpoint_policy.metrics",
     "plugins.tools.decisions",
     "plugins.tools.pipeline",
     "plugins.tools.service",
