@@ -47,28 +47,22 @@ async def queued(store: SqliteBackend, count: int) -> None:
     raise AssertionError(f"only {store._thread._queued} calls queued, expected {count}")
 
 
-async def appended_together(
-    store: SqliteBackend, *, encoded_ahead: bool = False
+async def together(
+    store: SqliteBackend, change: Any, session_ids: tuple[str, ...]
 ) -> tuple[dict[str, Any], list[str]]:
-    """Queue one append per session behind a held call, release them at once; return each
-    append's outcome (None or its exception) and the statements the connection ran. With
-    `encoded_ahead` each goes through a live encoder that admitted its events."""
+    """Queue `change(session_id)` per session behind a held call on the I/O thread and release
+    them at once; return each outcome (None or its exception) and the statements the
+    connection ran."""
     statements: list[str] = []
+    await store.store_identity()  # the connection is open
     assert store._connection is not None
     store._connection.set_trace_callback(statements.append)
     release = threading.Event()
     outcomes: dict[str, Any] = {}
 
-    async def append(session_id: str) -> None:
-        events = complete_turn(6, 2)
-        write = store.append_batch
-        if encoded_ahead:
-            encoder = store.live_encoder()
-            for event in events:
-                encoder.admit(event)
-            write = encoder.append_batch
+    async def run(session_id: str) -> None:
         try:
-            await write(meta(session_id), events, is_materialized=True)
+            await change(session_id)
         except Exception as error:
             outcomes[session_id] = error
         else:
@@ -78,12 +72,31 @@ async def appended_together(
         async with anyio.create_task_group() as tg:
             tg.start_soon(store._thread.run, release.wait)
             await queued(store, 1)
-            for session_id in IDS:
-                tg.start_soon(append, session_id)
-            await queued(store, 1 + len(IDS))
+            for session_id in session_ids:
+                tg.start_soon(run, session_id)
+            await queued(store, 1 + len(session_ids))
             release.set()
     store._connection.set_trace_callback(None)
     return outcomes, statements
+
+
+async def appended_together(
+    store: SqliteBackend, *, encoded_ahead: bool = False
+) -> tuple[dict[str, Any], list[str]]:
+    """`together` with one append of a complete turn per session in `IDS`; with
+    `encoded_ahead` each goes through a live encoder that admitted its events."""
+
+    async def append(session_id: str) -> None:
+        events = complete_turn(6, 2)
+        write = store.append_batch
+        if encoded_ahead:
+            encoder = store.live_encoder()
+            for event in events:
+                encoder.admit(event)
+            write = encoder.append_batch
+        await write(meta(session_id), events, is_materialized=True)
+
+    return await together(store, append, IDS)
 
 
 async def test_queued_appends_of_many_sessions_share_one_commit(backend: SqliteBackend) -> None:
@@ -172,49 +185,17 @@ class _Raising:
         self._fn()
 
 
-async def locked_together(
-    store: SqliteBackend, change: Any, session_ids: tuple[str, ...]
-) -> tuple[dict[str, Any], list[str]]:
-    """Queue `change(session_id)` (a lock change) per session behind a held call and release
-    them at once; return each outcome and the statements the connection ran."""
-    statements: list[str] = []
-    await store.store_identity()  # the connection is open
-    assert store._connection is not None
-    store._connection.set_trace_callback(statements.append)
-    release = threading.Event()
-    outcomes: dict[str, Any] = {}
-
-    async def run(session_id: str) -> None:
-        try:
-            await change(session_id)
-        except Exception as error:
-            outcomes[session_id] = error
-        else:
-            outcomes[session_id] = None
-
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(store._thread.run, release.wait)
-            await queued(store, 1)
-            for session_id in session_ids:
-                tg.start_soon(run, session_id)
-            await queued(store, 1 + len(session_ids))
-            release.set()
-    store._connection.set_trace_callback(None)
-    return outcomes, statements
-
-
 async def test_queued_lock_changes_share_one_commit(tmp_path: Path) -> None:
     """Many sessions taking (then releasing) their writer locks at once: one COMMIT each way."""
     store = SqliteBackend(tmp_path / "sessions.sqlite3")
     try:
-        outcomes, statements = await locked_together(store, store.acquire_writer, IDS)
+        outcomes, statements = await together(store, store.acquire_writer, IDS)
         assert outcomes == dict.fromkeys(IDS)
         assert statements.count("COMMIT") == 1
         assert set(store._tokens) == set(IDS)
         for session_id in IDS:
             assert await store.lock_record(session_id) is not None
-        outcomes, statements = await locked_together(store, store.release_writer, IDS)
+        outcomes, statements = await together(store, store.release_writer, IDS)
         assert outcomes == dict.fromkeys(IDS)
         assert statements.count("COMMIT") == 1
         for session_id in IDS:
@@ -238,7 +219,7 @@ async def test_a_failed_commit_forgets_the_locks_it_took(
             real([*calls, _Raising(boom)])
 
         monkeypatch.setattr(store._thread, "_group", failing)
-        outcomes, _ = await locked_together(store, store.acquire_writer, ("b", "c"))
+        outcomes, _ = await together(store, store.acquire_writer, ("b", "c"))
         assert all(isinstance(error, OSError) for error in outcomes.values())
         assert set(store._tokens) == {"a"}  # b's and c's were never committed
         monkeypatch.undo()
