@@ -118,7 +118,12 @@ async def test_a_call_whose_server_hangs_on_restart_times_out_and_reaps_it(
         assert not alive(first)
         assert not alive(hung)  # the cancelled start stopped the process it had spawned
         (tmp_path / "hang").unlink()
-        ok = await m.call("mcp__toy__echo", {"text": "x"})
+        # The next call starts the server again. On a loaded machine that start may itself
+        # outlast the 4 s deadline: such a call is a timeout like the hung one, never another
+        # failure, and a later call gets the answer.
+        with anyio.fail_after(60):
+            while code(ok := await m.call("mcp__toy__echo", {"text": "x"})) == "TOOL_TIMEOUT":
+                pass
         assert ok.content == [{"type": "text", "text": "x"}]
 
 
