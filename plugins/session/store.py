@@ -98,13 +98,15 @@ class SessionStore(Service):
         self._counter = itertools.count(1)
         #: This store's identity when no `sessionPersistence` keeps one (random, in memory).
         self._memory_identity = uuid.uuid4().hex
+        #: `ctx.listeners(EVENT)` in one call: the publisher runs on every append.
+        self._event_listeners = ctx.listener_snapshots(EVENT)
 
     # -- dispatch ----------------------------------------------------------------------------
 
     def _publish(self, session: Session, event: Event) -> None:
         """The publisher of a published session: `session/event` to every listener, failures
         logged, awaitables awaited in the background."""
-        for listener in self.ctx.listeners(EVENT):
+        for listener in self._event_listeners():
             try:
                 result = listener(session, event)
             except Exception as error:
