@@ -77,8 +77,8 @@ def _needs_js(value: Any) -> bool:
     object key that JavaScript orders first (an array index such as "0")."""
     kind = type(value)
     if kind is dict:
-        # Keys already seen to be plain are looked up in C (docs/performance.md, "CPU per
-        # agent step (P10)"). A `str` subclass equal to one of them encodes the same.
+        # Keys already seen to be plain are looked up in C (docs/performance.md, "Owned
+        # appends in the agent loop"). A `str` subclass equal to one of them encodes the same.
         if not value.keys() <= _PLAIN_KEYS and _has_index_key(value):
             return True
         items: Any = value.values()

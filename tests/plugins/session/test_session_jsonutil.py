@@ -323,7 +323,7 @@ _keyed_values = st.recursive(
 @given(_keyed_values)
 def test_needs_js_with_its_key_cache_decides_like_the_plain_walk(value: Any) -> None:
     """The cache of keys seen to be plain changes no decision: the first walk fills it, the
-    second reads it (docs/performance.md, "CPU per agent step (P10)")."""
+    second reads it (docs/performance.md, "Owned appends in the agent loop")."""
     expected = _needs_js_reference(value)
     assert _needs_js(value) is expected
     assert _needs_js(value) is expected
