@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -43,6 +44,10 @@ class _Slot:
         self.scoped = sum(1 for _, scope in self.entries if scope is not None)
         self.plain = tuple(cb for cb, _ in self.entries)
         self.by_scope.clear()
+
+    def current(self, scope: Scope | None) -> tuple[Listener, ...]:
+        """The snapshot a dispatch made with `scope` calls now."""
+        return self.plain if not self.scoped else self.for_scope(scope)
 
     def for_scope(self, scope: Scope | None) -> tuple[Listener, ...]:
         listeners = self.by_scope.get(scope)
@@ -99,6 +104,15 @@ class Bus:
         if not slot.scoped:
             return slot.plain
         return slot.for_scope(scope)
+
+    def snapshots(self, name: str, scope: Scope | None) -> Callable[[], tuple[Listener, ...]]:
+        """A function returning `listeners(name, scope)` as of each call, in one Python call
+        (the slot is made now, empty, if no listener was ever registered: slots are never
+        removed, so the function stays current)."""
+        slot = self._slots.get(name)
+        if slot is None:
+            slot = self._slots[name] = _Slot()
+        return partial(slot.current, scope)
 
     def emit(self, name: str, args: tuple[Any, ...], scope: Scope | None) -> None:
         for listener in self.listeners(name, scope):

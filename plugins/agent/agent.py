@@ -10,6 +10,7 @@ import anyio
 
 from framework import AbortController, AbortSignal
 from plugins.session.jsonutil import snapshot
+from plugins.session.owned import append_owned
 
 from .hooks import (
     DISPOSED,
@@ -149,7 +150,7 @@ class Agent:
         self._wake_requested = False
         self._last_turn += 1
         turn = self._last_turn
-        self.session.append("turn/start", {"turn": turn})
+        append_owned(self.session, "turn/start", {"turn": turn})
         return turn, self.inbox.claim("next-turn"), controller.signal
 
     async def _drive(self, turn: int, messages: list[Message], signal: AbortSignal) -> None:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from framework import AbortError, abort_scope
 from plugins.llm import BlockAssembler, LlmError, close_stream
+from plugins.session.owned import append_owned, checked
 
 from .hooks import REQUEST_ERROR, RequestFailed, Retry
 from .messages import assistant_message
@@ -33,9 +34,15 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
             with abort_scope(signal):
                 stream = request.stream()
                 try:
-                    async for chunk in stream:
-                        event = session.append(
-                            "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk}
+                    async for raw in stream:
+                        # The log's copy is what the step reads on: the assistant message is
+                        # then built of checked values only (docs/performance.md, "Owned
+                        # appends in the agent loop").
+                        chunk = checked("assistant/chunk", raw)
+                        event = append_owned(
+                            session,
+                            "assistant/chunk",
+                            {"turn": turn, "step": step, "chunk": chunk},
                         )
                         seqs.append(event["seq"])
                         assembler.add(chunk)
@@ -73,11 +80,18 @@ async def run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> S
         # Read before the message is logged: a store that cannot name itself fails the step
         # with no call left unanswered in the transcript.
         store = await agent.service.sessions.identity() if calls else ""
-        message = assistant_message(response.blocks, options.provider, options.model, replay_state)
+        message = assistant_message(
+            response.blocks,
+            checked("assistant/message", options.provider),
+            checked("assistant/message", options.model),
+            replay_state,
+        )
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
         if response.usage is not None:
             data["usage"] = response.usage
-        session.append("assistant/message", data, surface_op="append", source_event_seqs=seqs)
+        append_owned(
+            session, "assistant/message", data, surface_op="append", source_event_seqs=seqs
+        )
         if finish["kind"] == "max-tokens":
             return "max-tokens"
         if not calls:

@@ -17,6 +17,7 @@ import anyio
 
 from plugins.llm import LlmError
 from plugins.session.jsonutil import loads
+from plugins.session.owned import append_owned
 from plugins.tools import (
     ToolExecutionInput,
     ToolExecutionResult,
@@ -228,8 +229,9 @@ async def _commit(
 
 
 def _append_call(agent: Agent, turn: int, step: int, call: _Call) -> int:
-    block = call.block
-    event = agent.session.append(
+    block = call.block  # a block of the logged assistant message: checked
+    event = append_owned(
+        agent.session,
         "tool/call",
         {
             "turn": turn,

@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from plugins.llm import LlmError
+from plugins.session.owned import append_owned
 
 from .hooks import (
     ERROR,
@@ -79,15 +80,15 @@ async def _steps(
         if not messages and (ended or step == 1):
             break
         session = agent.session
-        session.append("step/start", {"turn": turn, "step": step})
+        append_owned(session, "step/start", {"turn": turn, "step": step})
         for message in messages:
             session.append("user/message", message, surface_op="append")
         try:
             outcome = await run_step(agent, turn, step, signal)
         except Exception:
-            session.append("step/end", {"turn": turn, "step": step})
+            append_owned(session, "step/end", {"turn": turn, "step": step})
             raise
-        session.append("step/end", {"turn": turn, "step": step})
+        append_owned(session, "step/end", {"turn": turn, "step": step})
         max_tokens = max_tokens or outcome == "max-tokens"
         ended = outcome != "continue"
         if ended and not inbox.next_step:

@@ -7,7 +7,6 @@ delta. `outputTokens` counts every emitted delta character (reasoning, text and 
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -16,15 +15,12 @@ from typing import Any, Literal
 from plugins.llm import chunks
 from plugins.llm.types import StreamChunk
 from plugins.llm_replay.script import ReplayResponse
+from plugins.llm_replay.script import compact_json as _compact
 
 
 def pieces(text: str, size: int) -> list[str]:
     """Consecutive `size`-character slices of `text` (none for an empty string)."""
     return [text[start : start + size] for start in range(0, len(text), size)]
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def input_tokens(messages: Sequence[Mapping[str, Any]]) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pydantic_core import PydanticCustomError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
+
+#: `json.dumps(value, separators=(",", ":"), ensure_ascii=False)` with the encoder built once
+#: (`json.dumps` builds one per call when given options).
+compact_json: Callable[[Any], str] = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False
+).encode
 
 
 class ReplayToolCall(BaseModel):
@@ -26,7 +32,7 @@ class ReplayToolCall(BaseModel):
         """The raw argument string (a string is sent verbatim, even if it is not JSON)."""
         if isinstance(self.arguments, str):
             return self.arguments
-        return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
+        return compact_json(self.arguments)
 
 
 class ReplayFailure(BaseModel):

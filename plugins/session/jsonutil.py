@@ -77,10 +77,10 @@ def _needs_js(value: Any) -> bool:
     object key that JavaScript orders first (an array index such as "0")."""
     kind = type(value)
     if kind is dict:
-        for key in value:
-            # `"0" <= key < ":"`: the key starts with a digit (no slice allocated).
-            if type(key) is not str or ("0" <= key < ":" and _is_index(key)):
-                return True
+        # Keys already seen to be plain are looked up in C (docs/performance.md, "Owned
+        # appends in the agent loop"). A `str` subclass equal to one of them encodes the same.
+        if not value.keys() <= _PLAIN_KEYS and _has_index_key(value):
+            return True
         items: Any = value.values()
     elif kind is list:
         # Long runs of plain scalars (packed rows' texts and dts) are skipped at C speed.
@@ -101,7 +101,23 @@ def _needs_js(value: Any) -> bool:
     return False
 
 
+def _has_index_key(value: dict[Any, Any]) -> bool:
+    """True when `value` has a key that is not a `str` or is an array index; remembers the
+    keys of a dict that has neither (while the cache has room)."""
+    for key in value:
+        # `"0" <= key < ":"`: the key starts with a digit (no slice allocated).
+        if type(key) is not str or ("0" <= key < ":" and _is_index(key)):
+            return True
+    if len(_PLAIN_KEYS) < _PLAIN_KEYS_MAX:
+        _PLAIN_KEYS.update(value)
+    return False
+
+
 _PLAIN = frozenset({str, int, bool, type(None)})
+#: Object keys seen to be strings that are not array indices (event and message keys, mostly);
+#: bounded, since foreign data (tool arguments) brings keys of its own.
+_PLAIN_KEYS: set[str] = set()
+_PLAIN_KEYS_MAX = 4096
 _MAX_INDEX = 2**32 - 2
 
 

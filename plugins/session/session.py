@@ -78,9 +78,7 @@ class Session:
                     event = snapshot(raw)
                 except TypeError as error:
                     kind = raw.get("type") if isinstance(raw, dict) else None
-                    raise TypeError(
-                        f'session event "{kind}" carries non-JSON-serializable data'
-                    ) from error
+                    raise refused(str(kind)) from error
                 self._check(event, len(self.events))
                 self.events._push(event)
                 self.surface.apply(event)
@@ -147,15 +145,28 @@ class Session:
         try:
             data = snapshot(data)
             if surface_op is not None:
-                surface_op = _canonical_op(snapshot(surface_op))
+                surface_op = snapshot(surface_op)
             if source_event_seqs is not None:
                 source_event_seqs = snapshot(source_event_seqs)
         except TypeError as error:
-            raise TypeError(f'session event "{type}" carries non-JSON-serializable data') from error
+            raise refused(type) from error
+        return self._commit(type, data, surface_op, source_event_seqs, ignorable)
+
+    def _commit(
+        self,
+        type: str,
+        data: Any,
+        surface_op: str | dict[str, Any] | None,
+        source_event_seqs: list[int] | None,
+        ignorable: bool,
+    ) -> Event:
+        """Append what `append` checked and copied (or `owned.append_owned` was handed)."""
         if self._publishing:
             raise RuntimeError(
                 "session append cannot reenter while another append is being published"
             )
+        if surface_op is not None:
+            surface_op = _canonical_op(surface_op)
         events = self.events
         seq = len(events)
         event = live_event(
@@ -183,6 +194,11 @@ class Session:
             finally:
                 self._publishing = False
         return event
+
+
+def refused(event_type: str) -> TypeError:
+    """The error of an append whose data is not lossless JSON (raised from the snapshot's)."""
+    return TypeError(f'session event "{event_type}" carries non-JSON-serializable data')
 
 
 def _canonical_op(op: Any) -> Any:

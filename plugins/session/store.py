@@ -98,13 +98,17 @@ class SessionStore(Service):
         self._counter = itertools.count(1)
         #: This store's identity when no `sessionPersistence` keeps one (random, in memory).
         self._memory_identity = uuid.uuid4().hex
+        #: `ctx.listeners(EVENT)` and `ctx.listeners(FLUSH)` in one call each: the publisher
+        #: runs on every append, `flush` at every checkpoint.
+        self._event_listeners = ctx.listener_snapshots(EVENT)
+        self._flush_listeners = ctx.listener_snapshots(FLUSH)
 
     # -- dispatch ----------------------------------------------------------------------------
 
     def _publish(self, session: Session, event: Event) -> None:
         """The publisher of a published session: `session/event` to every listener, failures
         logged, awaitables awaited in the background."""
-        for listener in self.ctx.listeners(EVENT):
+        for listener in self._event_listeners():
             try:
                 result = listener(session, event)
             except Exception as error:
@@ -281,7 +285,7 @@ class SessionStore(Service):
         if live is None:
             session_id = session if isinstance(session, str) else session.id
             raise RuntimeError(f'session "{session_id}" is not live in this store')
-        listeners = self.ctx.listeners(FLUSH)
+        listeners = self._flush_listeners()
         if not listeners:
             return False
         if len(listeners) == 1:

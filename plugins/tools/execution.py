@@ -13,11 +13,15 @@ from framework import AbortSignal, Context
 
 from .results import ToolContext
 
+#: `json.dumps(value, ensure_ascii=False)` with the encoder built once (`json.dumps` builds one
+#: per call when given options).
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+
 
 def idempotency_key(store_identity: str, session_id: str, call_id: str) -> str:
     """The key of call `call_id` of session `session_id` in the store `store_identity`:
     `dsh-` and 32 hex digits of a SHA-256 over the three (docs/tools-and-cancellation.md)."""
-    text = json.dumps([store_identity, session_id, call_id], ensure_ascii=False)
+    text = _encode([store_identity, session_id, call_id])
     return "dsh-" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -120,3 +120,26 @@ async def test_scoped_snapshots_follow_registration_changes() -> None:
         many = [Scope(scope) for _ in range(100)]
         assert all(ctx.scoped(s).bail("e") == "prepended" for s in many)
         assert ctx.bail("e") is None
+
+
+async def test_listener_snapshots_return_what_listeners_returns_at_each_call() -> None:
+    scope = Scope()
+
+    def plain() -> None:
+        pass
+
+    def scoped_listener() -> None:
+        pass
+
+    async with Context() as ctx:
+        unscoped = ctx.listener_snapshots("e")  # made before any listener of "e" exists
+        in_scope = ctx.scoped(scope).listener_snapshots("e")
+        assert unscoped() == in_scope() == ()
+        off = ctx.on("e", plain)
+        assert unscoped() == in_scope() == (plain,)
+        ctx.scoped(scope).on("e", scoped_listener, prepend=True)
+        assert unscoped() == ctx.listeners("e") == (plain,)
+        assert in_scope() == ctx.scoped(scope).listeners("e") == (scoped_listener, plain)
+        off()
+        assert unscoped() == ()
+        assert in_scope() == (scoped_listener,)

@@ -15,7 +15,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plugins.session.jsonutil import MAX_SAFE_INTEGER, dumps, js_number, loads, snapshot
+from plugins.session import jsonutil
+from plugins.session.jsonutil import (
+    MAX_SAFE_INTEGER,
+    _is_index,
+    _needs_js,
+    _slow,
+    dumps,
+    js_number,
+    loads,
+    snapshot,
+)
 
 
 @pytest.mark.parametrize(
@@ -281,3 +291,50 @@ def test_snapshot_copies_every_level_and_checks_every_value() -> None:
     assert copied == {"s": "x", "n": 1, "b": False, "z": None, "f": 0.5, "d": {"l": [{"k": 1}]}}
     with pytest.raises(TypeError, match=r"value\['d'\]\['f'\] is -0.0"):
         snapshot({"d": {"ok": True, "f": -0.0}})
+
+
+def _needs_js_reference(value: Any) -> bool:
+    """What `_needs_js` decides, written plainly (no cache, no shortcuts)."""
+    if isinstance(value, dict):
+        return any(type(k) is not str or _is_index(k) for k in value) or any(
+            _needs_js_reference(v) for v in value.values()
+        )
+    if isinstance(value, list):
+        return any(_needs_js_reference(v) for v in value)
+    return type(value) is float and (repr(value).endswith(".0") or "e" in repr(value))
+
+
+_index_like_keys = st.sampled_from(["0", "1", "01", "17", "4294967294", "4294967295", "١"])
+_keyed_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=10)
+        | st.dictionaries(st.text(max_size=3) | _index_like_keys, inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400)
+@given(_keyed_values)
+def test_needs_js_with_its_key_cache_decides_like_the_plain_walk(value: Any) -> None:
+    """The cache of keys seen to be plain changes no decision: the first walk fills it, the
+    second reads it (docs/performance.md, "Owned appends in the agent loop")."""
+    expected = _needs_js_reference(value)
+    assert _needs_js(value) is expected
+    assert _needs_js(value) is expected
+    assert (dumps(value) == "".join(_slow(value, []))) or not expected
+
+
+def test_the_key_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonutil, "_PLAIN_KEYS", set())
+    monkeypatch.setattr(jsonutil, "_PLAIN_KEYS_MAX", 3)
+    assert not _needs_js({"a": 1, "b": 2})
+    assert not _needs_js({"c": 1, "d": 2})
+    assert not _needs_js({"e": 1})
+    assert {"a", "b", "c", "d"} == jsonutil._PLAIN_KEYS
+    assert _needs_js({"a": 1, "0": 2})
