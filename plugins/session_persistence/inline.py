@@ -21,7 +21,9 @@ import time
 from collections.abc import Callable
 from typing import Final, Protocol, runtime_checkable
 
-__all__ = ["WINDOW", "InlineGate", "Inlining"]
+from .backend import JsonObject
+
+__all__ = ["WINDOW", "InlineGate", "Inlining", "WritesInline"]
 
 #: Fast writes in a row needed before one may run inline.
 WINDOW: Final = 16
@@ -72,3 +74,13 @@ class Inlining(Protocol):
     """A backend whose checkpoint writes may run inline under `inline_gate`."""
 
     inline_gate: InlineGate
+
+
+@runtime_checkable
+class WritesInline(Protocol):
+    """A live encoder whose backend can append synchronously, so a lone flush runs from
+    `sessions.flush` to the `fsync` without an `await` below the write controller."""
+
+    def append_inline(self, meta: JsonObject, events: list[JsonObject]) -> bool:
+        """Append a materialized session's `events` durably on the calling thread when the
+        gate allows it now (True); else do nothing (False: take the awaited path)."""

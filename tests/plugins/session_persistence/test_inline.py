@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pydantic
 import pytest
+import sniffio
 
 import plugins.session
 import plugins.session_persistence_jsonl
@@ -22,6 +23,7 @@ import plugins.session_persistence_sqlite
 from framework import Context
 from plugins.session_persistence.inline import WINDOW, InlineGate
 from plugins.session_persistence.offload import IoThread
+from plugins.session_persistence.state import SessionTable
 from plugins.session_persistence_sqlite.backend import SqliteBackend
 
 pytestmark = pytest.mark.anyio
@@ -269,3 +271,39 @@ def test_the_field_defaults_to_off_and_refuses_negatives() -> None:
         assert module.Config(inlineWriteMaxMs=2).inline_write_max_ms == 2
         with pytest.raises(pydantic.ValidationError):
             module.Config(inlineWriteMaxMs=-1)
+
+
+async def test_a_lone_inline_flush_takes_no_ticket_and_no_awaited_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the gate is open a lone flush writes synchronously: neither the id's queue nor the
+    backend's awaited `append_batch` is used, and the log holds every event."""
+    awaited: list[int] = []
+    tickets: list[str] = []
+    real_append = SqliteBackend.append_batch
+    real_ticket = SessionTable.ticket
+
+    async def append(self: SqliteBackend, meta: Any, events: Any, **kw: Any) -> None:
+        awaited.append(len(events))
+        await real_append(self, meta, events, **kw)
+
+    def ticket(self: SessionTable, session_id: str) -> Any:
+        tickets.append(session_id)
+        return real_ticket(self, session_id)
+
+    monkeypatch.setattr(SqliteBackend, "append_batch", append)
+    monkeypatch.setattr(SessionTable, "ticket", ticket)
+    async with Context() as ctx:
+        await ctx.plugin(plugins.session)
+        config = {"path": str(tmp_path / "s.sqlite3"), "inlineWriteMaxMs": 1000}
+        await ctx.plugin(plugins.session_persistence_sqlite, config)
+        session = ctx.sessions.create("solo", seed=[], meta={"cwd": "/w"})
+        await _checkpoints(ctx, session, WINDOW + 1)
+        awaited.clear()
+        tickets.clear()
+        await _checkpoints(ctx, session, 3)
+        assert awaited == []
+        if sniffio.current_async_library() == "asyncio":  # trio: the drain's loop pass first
+            assert tickets == []
+        stored = await ctx.sessionPersistence.load("solo")
+    assert [event["seq"] for event in stored.events] == list(range(WINDOW + 5))
