@@ -65,17 +65,35 @@ class Ahead(Generic[T]):
         return _NOTHING
 
 
+#: A backend's synchronous live append (`Handoff.append_inline`): True once written durably
+#: on the calling thread, False when it may not run there now (nothing was done).
+AppendInline = Callable[[JsonObject, list[JsonObject], A], bool]
+
+
 class Handoff(Generic[A]):
     """One live session's `LiveEncoder`: admits into its `Ahead` and hands it, per write, to
-    the backend's own `append_batch` through `handoff` (keyed by session id)."""
+    the backend's own `append_batch` through `handoff` (keyed by session id), or to its
+    synchronous `inline` append (`inline.WritesInline`)."""
 
-    __slots__ = ("_ahead", "_backend", "_handoff", "admit")
+    __slots__ = ("_ahead", "_backend", "_handoff", "_inline", "admit")
 
-    def __init__(self, backend: PersistenceBackend, handoff: dict[str, A], ahead: A) -> None:
+    def __init__(
+        self,
+        backend: PersistenceBackend,
+        handoff: dict[str, A],
+        ahead: A,
+        inline: AppendInline[A],
+    ) -> None:
         self._backend = backend
         self._handoff = handoff
         self._ahead = ahead
+        self._inline = inline
         self.admit = ahead.admit
+
+    def append_inline(self, meta: JsonObject, events: list[JsonObject]) -> bool:
+        """Append a materialized session's `events` durably on the calling thread when the
+        backend's inline gate allows it now (True); else do nothing (False)."""
+        return self._inline(meta, events, self._ahead)
 
     async def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool

@@ -28,6 +28,7 @@ class InlineWrites(BaseModel):
 
     #: Run a live session's checkpoint write on the event loop's thread, skipping the I/O
     #: thread's hand-off, while it is the backend's only live session, nothing else is queued and
-    #: the last 16 such writes each took at most this many ms (one slower: back to the thread
-    #: until 16 in a row are fast again). 0 (the default) never does; the `dsh` CLI's app sets 2.
+    #: at most one of the last 16 such writes took more than this many ms (a second one, or one
+    #: over ten times it: back to the thread until the slow ones are 16 writes old). 0 (the
+    #: default) never does; the `dsh` CLI's app sets 2.
     inline_write_max_ms: float = Field(default=0.0, ge=0, le=1000, alias="inlineWriteMaxMs")

@@ -21,6 +21,7 @@ from .cold import ColdStore, check_seqs
 from .errors import SessionPersistenceError
 from .fifo import Ticket
 from .formats import js_text
+from .inline import Inlining, WritesInline
 from .locks import WriterLocks
 from .session_api import LiveSession
 from .state import Binding, Entry, Retirement, SessionTable
@@ -65,6 +66,8 @@ class LiveSessions:
         self._timers = timers
         self._spawn = spawn
         self._encodes = backend if isinstance(backend, EncodesAhead) else None
+        #: Whether live writes may run inline at all (`inline.InlineGate`, docs/performance.md).
+        self._inlines = isinstance(backend, Inlining) and backend.inline_gate.enabled
         #: Live bindings by `id(session)`: the `session/event` hot path is one dict lookup.
         self.bindings: dict[int, Binding] = {}
         #: Bindings whose init failed, by `id(session)`: their flushes re-raise the failure.
@@ -80,12 +83,15 @@ class LiveSessions:
         binding = Binding(session, anyio.Event())
         if self._encodes is not None:
             binding.encoder = self._encodes.live_encoder()
+        encoder = binding.encoder
+        inline = encoder if self._inlines and isinstance(encoder, WritesInline) else None
         binding.controller = WriteController(
             label=f'{self.backend.name}: background write for session "{session_id}"',
             write=partial(self._write_live, binding),
             ready=binding.ready,
             timers=self._timers,
             admit=None if binding.encoder is None else binding.encoder.admit,
+            write_now=None if inline is None else partial(self._write_inline, binding, inline),
         )
         self.bindings[id(session)] = binding
         self._spawn(self._init, binding, self.table.ticket(session_id))
@@ -247,6 +253,33 @@ class LiveSessions:
             if not entry.materialized:
                 await self.locks.hold(entry.meta["id"])
             await self.cold.append_durably(entry, batch, binding.encoder)
+
+    def _write_inline(
+        self, binding: Binding, encoder: WritesInline, batch: list[JsonObject]
+    ) -> bool:
+        """`_write_live` without suspending, when nothing stands in its way: the id's queue is
+        empty (nothing can join it before this returns), the log exists under the held writer
+        lock, the batch starts at the cursor and the backend's gate runs the append inline now.
+        False: nothing was done (the awaited path takes the batch)."""
+        session_id = binding.session.id
+        entry = binding.entry
+        if (
+            binding.error is not None
+            or binding.detached
+            or entry is None
+            or not entry.materialized
+            or not batch
+            or batch[0]["seq"] != entry.cursor
+            or not self.table.idle(session_id)
+            or not self.locks.holds(session_id)
+        ):
+            return False
+        check_seqs(session_id, entry.cursor, batch)
+        if not encoder.append_inline(entry.meta, batch):
+            return False
+        entry.cursor += len(batch)
+        self.cold.forget(session_id)
+        return True
 
     async def _retire(self, binding: Binding, retirement: Retirement) -> None:
         session_id = binding.session.id

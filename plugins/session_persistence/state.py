@@ -101,6 +101,10 @@ class SessionTable:
             self._queues[session_id] = queue
         return queue.ticket()
 
+    def idle(self, session_id: str) -> bool:
+        """Nothing holds or waits for `session_id`'s queue."""
+        return session_id not in self._queues
+
     def _forget_queue(self, session_id: str) -> None:
         del self._queues[session_id]
 

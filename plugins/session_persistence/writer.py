@@ -23,6 +23,9 @@ logger = logging.getLogger("plugins.session_persistence")
 
 #: Writes one batch durably (the coordinator's queued, shielded `append_batch`).
 WriteBatch = Callable[[list[JsonObject]], Awaitable[None]]
+#: Writes one batch durably right now, without suspending, when nothing stands in the way (the
+#: coordinator's inline write): True once written, False when it did nothing.
+WriteNow = Callable[[list[JsonObject]], bool]
 
 
 class _Latch:
@@ -68,6 +71,7 @@ class WriteController:
         ready: anyio.Event,
         timers: Timers,
         admit: Callable[[JsonObject], None] | None = None,
+        write_now: WriteNow | None = None,
     ) -> None:
         #: `<backend>: background write for session "<id>"`, the warning's prefix.
         self._label = label
@@ -76,6 +80,8 @@ class WriteController:
         self._timers = timers
         #: Prepares each event for its write as it is admitted (`backend.LiveEncoder.admit`).
         self._admit = admit
+        #: Tried before `write` for each batch (see `WriteNow`).
+        self._write_now = write_now
         #: Events admitted but not yet durable, in seq order.
         self.pending: list[JsonObject] = []
         self._timer: Window | None = None
@@ -142,8 +148,27 @@ class WriteController:
 
     # -- writing --------------------------------------------------------------------------------
 
+    def _write_at_once(self) -> bool:
+        """Write the whole queue through `write_now` (True), or leave it queued (False); on
+        failure put it back in front, pause and raise."""
+        if self._write_now is None:
+            return False
+        batch = self.pending
+        self.pending = []
+        try:
+            written = self._write_now(batch)
+        except Exception:
+            self.pending[:0] = batch
+            self._paused = True
+            raise
+        if not written:
+            self.pending[:0] = batch
+        return written
+
     async def _write_once(self) -> None:
         """Write the whole queue as one batch; on failure put it back in front and pause."""
+        if self._write_at_once():
+            return
         batch = self.pending
         self.pending = []
         done = _Latch()
@@ -175,6 +200,14 @@ class WriteController:
         self._paused = False
         if not self._ready.is_set():
             await self._ready.wait()
+        if (
+            self._drain is None
+            and self._inflight is None
+            and (not self.pending or (not others_runnable() and self._write_at_once()))
+        ):
+            # Nothing to write, or a lone flush nobody could join written at once: the drain's
+            # whole work without its bookkeeping (docs/performance.md).
+            return
         while True:
             drain = self._drain
             if drain is None:

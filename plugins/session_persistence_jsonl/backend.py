@@ -191,7 +191,18 @@ class JsonlBackend(BackendBase):
 
     def live_encoder(self) -> LiveEncoder:
         """A live session's writes, its lines made as its events are admitted."""
-        return Handoff(self, self._handoff, Ahead(pack=self.pack_chunks))
+        return Handoff(self, self._handoff, Ahead(pack=self.pack_chunks), self._append_inline)
+
+    def _append_inline(
+        self, meta: JsonObject, events: builtins.list[JsonObject], ahead: Ahead
+    ) -> bool:
+        """A live session's materialized append right here, when the inline gate allows it
+        now (`ahead.Handoff.append_inline`); False: nothing was done."""
+        thread = self._thread
+        if not thread.may_inline():
+            return False
+        thread.call_inline(self._append_batch, meta, events, True, ahead)
+        return True
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]

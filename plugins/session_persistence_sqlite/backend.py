@@ -226,7 +226,18 @@ class SqliteBackend(BackendBase):
 
     def live_encoder(self) -> LiveEncoder:
         """A live session's writes, its rows made as its events are admitted."""
-        return Handoff(self, self._handoff, Ahead())
+        return Handoff(self, self._handoff, Ahead(), self._append_inline)
+
+    def _append_inline(
+        self, meta: JsonObject, events: builtins.list[JsonObject], ahead: Ahead
+    ) -> bool:
+        """A live session's materialized append right here, when the inline gate allows it
+        now (`ahead.Handoff.append_inline`); False: nothing was done."""
+        thread = self._thread
+        if not thread.may_inline():
+            return False
+        thread.call_inline(self._call, self._append_batch, (meta, events, True, ahead), False)
+        return True
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]

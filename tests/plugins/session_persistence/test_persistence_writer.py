@@ -305,3 +305,67 @@ async def test_windows_a_flush_cancels_do_not_wake_the_timer_runner(
     await clock.advance(125)
     await anyio.wait_all_tasks_blocked()
     assert fired == [window, late]
+
+
+class WriteNow:
+    """The controller's `write_now` hook: records batches; can decline or fail."""
+
+    def __init__(self, answer: bool = True) -> None:
+        self.answer = answer
+        self.batches: list[list[int]] = []
+        self.fail: Exception | None = None
+
+    def __call__(self, batch: list[dict[str, int]]) -> bool:
+        if self.fail is not None:
+            raise self.fail
+        if self.answer:
+            self.batches.append([event["seq"] for event in batch])
+        return self.answer
+
+
+def at_once(tg: TaskGroup, recorder: Recorder, now: WriteNow) -> WriteController:
+    ready = anyio.Event()
+    ready.set()
+    return WriteController(
+        label=LABEL,
+        write=recorder,
+        ready=ready,
+        timers=Timers(FakeClock(), 0.2, tg.start_soon),
+        write_now=now,
+    )
+
+
+async def test_a_batch_written_at_once_skips_the_awaited_write(tg: TaskGroup) -> None:
+    rec, now = Recorder(), WriteNow()
+    writer = at_once(tg, rec, now)
+    for seq in range(3):
+        writer.enqueue(ev(seq))
+    await writer.flush()
+    assert now.batches == [[0, 1, 2]]
+    assert rec.attempts == 0
+    assert writer.pending == []
+
+
+async def test_a_declined_write_at_once_falls_back_to_the_awaited_write(tg: TaskGroup) -> None:
+    rec, now = Recorder(), WriteNow(answer=False)
+    writer = at_once(tg, rec, now)
+    for seq in range(3):
+        writer.enqueue(ev(seq))
+    await writer.flush()
+    assert rec.batches == [[0, 1, 2]]
+    assert writer.pending == []
+
+
+async def test_a_failed_write_at_once_keeps_the_batch_for_the_next_flush(tg: TaskGroup) -> None:
+    rec, now = Recorder(), WriteNow()
+    now.fail = OSError(28, "No space left on device")
+    writer = at_once(tg, rec, now)
+    writer.enqueue(ev(0))
+    with pytest.raises(OSError, match="No space"):
+        await writer.flush()
+    assert [event["seq"] for event in writer.pending] == [0]
+    writer.enqueue(ev(1))
+    now.fail = None
+    await writer.flush()
+    assert now.batches == [[0, 1]]
+    assert rec.attempts == 0
