@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, ExitStack
+from copy import copy as shallow_copy
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
@@ -686,5 +687,25 @@ app.command(name="tools")(tools_command.tools)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="dsh")
+    """Console-script entry point. Typer builds every registered command from its signature on
+    each start; a line that names a command builds only that one (docs/performance.md,
+    "Start-up (P11)"). Its help, usage errors and behaviour are the same; any other line (no
+    command, `--help`, a misspelt name) gets the whole group."""
+    word = sys.argv[1] if len(sys.argv) > 1 else None
+    named = [info for info in app.registered_commands if _command_name(info) == word]
+    if len(named) != 1:
+        app(prog_name="dsh")
+        return
+    lean = shallow_copy(app)
+    lean.registered_commands = named
+    typer.main.get_group(lean)(prog_name="dsh")
+
+
+def _command_name(info: "typer.models.CommandInfo") -> str | None:
+    """The name a registered command is called by (typer's rule: its own, else its function's
+    with `_` as `-`)."""
+    if info.name is not None:
+        return info.name
+    if info.callback is None:
+        return None
+    return typer.main.get_command_name(info.callback.__name__)

@@ -24,34 +24,34 @@ if TYPE_CHECKING:
 
     from .config import Config
     from .decisions import Accept, Allow, Ask, Block, Deny
+    from .decorator import tool
+    from .definition import Tool
+    from .errors import (
+        ToolArgsError,
+        ToolCancelledError,
+        ToolNotFoundError,
+        ToolOutputError,
+        ToolSchemaError,
+        ToolTimeoutError,
+    )
+    from .execution import (
+        AgentLike,
+        ExecutionToken,
+        ToolExecution,
+        ToolExecutionInput,
+        idempotency_key,
+    )
     from .pipeline import PreparedCall, ToolScheduler
+    from .results import (
+        ToolExecutionResult,
+        ToolFailure,
+        aborted_before_dispatch_result,
+        aborted_result,
+        cancelled_result,
+        exception_result,
+        failure_result,
+    )
     from .service import ExecutionMode, ToolsService
-from .decorator import tool
-from .errors import (
-    ToolArgsError,
-    ToolCancelledError,
-    ToolNotFoundError,
-    ToolOutputError,
-    ToolSchemaError,
-    ToolTimeoutError,
-)
-from .execution import (
-    AgentLike,
-    ExecutionToken,
-    ToolExecution,
-    ToolExecutionInput,
-    idempotency_key,
-)
-from .results import (
-    ToolExecutionResult,
-    ToolFailure,
-    aborted_before_dispatch_result,
-    aborted_result,
-    cancelled_result,
-    exception_result,
-    failure_result,
-)
-from .tool import Tool
 
 __all__ = [
     "Accept",
@@ -113,8 +113,28 @@ _HOMES: dict[str, str] = {
     "Ask": "decisions",
     "Block": "decisions",
     "Deny": "decisions",
+    "tool": "decorator",
+    "Tool": "definition",
+    "ToolArgsError": "errors",
+    "ToolCancelledError": "errors",
+    "ToolNotFoundError": "errors",
+    "ToolOutputError": "errors",
+    "ToolSchemaError": "errors",
+    "ToolTimeoutError": "errors",
+    "AgentLike": "execution",
+    "ExecutionToken": "execution",
+    "ToolExecution": "execution",
+    "ToolExecutionInput": "execution",
+    "idempotency_key": "execution",
     "PreparedCall": "pipeline",
     "ToolScheduler": "pipeline",
+    "ToolExecutionResult": "results",
+    "ToolFailure": "results",
+    "aborted_before_dispatch_result": "results",
+    "aborted_result": "results",
+    "cancelled_result": "results",
+    "exception_result": "results",
+    "failure_result": "results",
     "ExecutionMode": "service",
     "ToolsService": "service",
 }

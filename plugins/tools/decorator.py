@@ -27,11 +27,11 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from .definition import Tool
 from .docstrings import parse_docstring
 from .errors import ToolArgsError
 from .execution import ToolExecution
 from .subset import SchemaTranslationError, to_subset
-from .tool import Tool
 
 ToolFunction = Callable[..., Awaitable[Any]]
 

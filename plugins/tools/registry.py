@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from framework import Context, Scope
 
-from .tool import Tool
+from .definition import Tool
 
 if TYPE_CHECKING:
     from .execution import ToolExecution

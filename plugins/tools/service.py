@@ -9,12 +9,12 @@ from typing import Any, ClassVar, Literal
 
 from framework import Context, Scope, Service
 
+from .definition import Tool
 from .execution import AgentLike, ToolExecutionInput
 from .grace import CancelGrace
 from .pipeline import ToolScheduler
 from .registry import Guard, Registry, scope_of
 from .results import ToolExecutionResult
-from .tool import Tool
 
 ExecutionMode = Literal["exclusive", "parallel"]
 

@@ -43,7 +43,12 @@ HEAVY = (
     "plugins.session_checkpoint_policy.barriers",
     "plugins.session_checkpoint_policy.metrics",
     "plugins.tools.decisions",
+    "plugins.tools.decorator",
+    "plugins.tools.definition",
+    "plugins.tools.errors",
+    "plugins.tools.execution",
     "plugins.tools.pipeline",
+    "plugins.tools.results",
     "plugins.tools.service",
 )
 
