@@ -67,8 +67,7 @@ def glance(events: Sequence[Event], owner: Owner | None) -> Glance:
     title = prompt = None
     approvals = ApprovalLog()
     fold = TurnFold() if owner is None else None
-    index, event = -1, None
-    for index, event in plain_events(events):  # noqa: B007 (the last is read after the walk)
+    for _, event in plain_events(events):
         kind = event["type"]
         approvals.add(event)
         if fold is not None:
@@ -87,9 +86,7 @@ def glance(events: Sequence[Event], owner: Owner | None) -> Glance:
 
     def interrupted() -> bool:
         assert fold is not None  # `_state` asks only when no owner runs it
-        # The walk's last event, unless the log ends in a packed chunk row (decoded again).
-        last = event if index == len(events) - 1 else events[-1] if events else None
-        closers = fold.closers(last)
+        closers = fold.closers(events[-1] if events else None)
         return bool(closers) or (reason or {}).get("kind") == "interrupted"
 
     return Glance(turns, reason, title or prompt, waiting, _state(waiting > 0, owner, interrupted))

@@ -26,7 +26,7 @@ from .errors import (
     SessionPersistenceError,
 )
 from .formats import check_readable, js_text, refuse_retired, refuse_unknown
-from .legacy import Plain, upgrade_stored
+from .legacy import upgrade_stored
 from .locks import WriterLocks
 from .session_api import SessionFactory
 from .state import Entry, SessionLog, SessionPreparation, SessionTable
@@ -86,12 +86,10 @@ class ColdStore:
 
     # -- reading and checking -------------------------------------------------------------------
 
-    def validate(
-        self, session_id: str, stored: StoredLog, plain: Plain | None = None
-    ) -> list[JsonObject]:
+    def validate(self, session_id: str, stored: StoredLog) -> list[JsonObject]:
         """Check a stored log and return the closers that balance it, in one walk over its
-        plain events (`plain`: those already decoded): the format refusals first (anywhere in
-        the log), then validation (docs/event-log.md)."""
+        plain events (each is decoded once): the format refusals first (anywhere in the log),
+        then validation (docs/event-log.md)."""
         location = self.backend.locate(stored.meta)
         check_readable(session_id, stored.meta, location)
         events = stored.events
@@ -101,7 +99,7 @@ class ColdStore:
         except Exception as error:
             failure = error
         turn = TurnFold()
-        for index, event in plain_events(events) if plain is None else plain:
+        for index, event in plain_events(events):
             refuse_unknown(session_id, event, location)
             if failure is not None:
                 continue
@@ -115,8 +113,6 @@ class ColdStore:
             raise SessionPersistenceCorruptionError(
                 f'stored session "{session_id}" failed validation: {failure}'
             ) from failure
-        if plain and plain[-1][0] == len(events) - 1:
-            return turn.closers(plain[-1][1])  # the last event, not decoded again
         return turn.closers(events[-1] if events else None)
 
     async def read_stored(self, session_id: str) -> StoredLog | None:
@@ -132,15 +128,9 @@ class ColdStore:
         return stored
 
     async def _cold_prepare(self, session_id: str) -> Prepared:
-        """Read, validate and balance a stored log (rule 4), decoding each of its plain events
-        once for the upgrade and the validation (docs/performance.md, "Listing many sessions")."""
-        read = await self.backend.load_stored(session_id)
-        if read is None:
-            raise SessionNotFoundError(session_id)
-        plain: Plain = list(plain_events(read.events))
-        stored = upgrade_stored(session_id, read, plain)
-        assert stored is not None
-        closers = self.validate(session_id, stored, plain)
+        """Read, validate and balance a stored log (rule 4)."""
+        stored = await self.load_stored(session_id)
+        closers = self.validate(session_id, stored)
         return Prepared(
             stored.meta,
             EventLog(stored.events, closers),

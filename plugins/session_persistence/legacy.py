@@ -22,10 +22,7 @@ from plugins.session.jsonutil import MAX_SAFE_INTEGER
 from .backend import JsonObject, StoredLog
 from .errors import SessionPersistenceCorruptionError
 
-__all__ = ["Plain", "upgrade_events", "upgrade_stored"]
-
-#: A log's `plain_events`, decoded: `(index, event)` in order.
-Plain = list[tuple[int, JsonObject]]
+__all__ = ["upgrade_events", "upgrade_stored"]
 
 #: Turn-end reasons that must be exactly `{kind}` and stay as they are.
 _PLAIN_REASONS: Final = frozenset({"completed", "blocked", "max-tokens", "interrupted"})
@@ -42,24 +39,17 @@ _WATCHED: Final = _REFUSED | {
 }
 
 
-def upgrade_stored(
-    session_id: str, stored: StoredLog | None, plain: Plain | None = None
-) -> StoredLog | None:
-    """`stored` with its events upgraded (`plain`: see `upgrade_events`). A log of another id or
-    format version is returned as is: the coordinator refuses it before it looks at any event."""
+def upgrade_stored(session_id: str, stored: StoredLog | None) -> StoredLog | None:
+    """`stored` with its events upgraded. A log of another id or format version is returned as
+    is: the coordinator refuses it before it looks at any event."""
     if stored is None or stored.meta.get("id") != session_id or stored.meta.get("version") != 0:
         return stored
-    events = upgrade_events(session_id, stored.events, plain)
+    events = upgrade_events(session_id, stored.events)
     return stored if events is stored.events else dataclasses.replace(stored, events=events)
 
 
-def upgrade_events(
-    session_id: str, events: Sequence[JsonObject], plain: Plain | None = None
-) -> Sequence[JsonObject]:
+def upgrade_events(session_id: str, events: Sequence[JsonObject]) -> Sequence[JsonObject]:
     """The upgraded form of a stored log's events (`events` itself when nothing changes).
-
-    `plain`: `plain_events(events)` already decoded (a caller that walks them again), so they
-    are not decoded a second time; an upgraded event replaces its entry there too.
 
     Raises `SessionPersistenceCorruptionError` (`stored session "<id>" failed validation:
     Error: <why>`) for refused legacy content and for malformed legacy shapes. The refusals
@@ -68,8 +58,7 @@ def upgrade_events(
     refused: dict[str, object] = {}
     malformed: JsonObject | None = None
     upgraded: list[JsonObject] | None = None
-    walk = plain_events(events) if plain is None else plain
-    for position, (index, event) in enumerate(walk):  # packed chunk rows are never watched
+    for index, event in plain_events(events):  # packed chunk rows are never watched
         kind = event.get("type")
         if kind not in _WATCHED:
             continue
@@ -87,8 +76,6 @@ def upgrade_events(
             if upgraded is None:
                 upgraded = list(events)
             upgraded[index] = new
-            if plain is not None:
-                plain[position] = (index, new)
     if refused:
         raise _refusal(session_id, refused)
     if malformed is not None:

@@ -15,7 +15,7 @@ import pytest
 from apps.cli.states import PREVIEW_CHARS, glance, state_of
 from apps.cli.summary import last_turn_reason, message_text, turn_count
 from plugins.session.jsonutil import loads
-from plugins.session_persistence import Owner, compact
+from plugins.session_persistence import Owner
 from plugins.session_persistence.testing import FIXTURE_NAMES, FIXTURES, running
 from plugins.session_persistence_jsonl import JsonlBackend, project_dir, segment
 from plugins.tool_approval import pending_questions
@@ -145,32 +145,3 @@ async def test_glance_agrees_on_the_original_logs(tmp_path: Path, name: str) -> 
     assert len(log.events) > 0
     assert_agrees(log.events, None)
     assert_agrees(stored, OWNERS[1])
-
-
-async def test_glance_decodes_each_plain_event_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Even when the state needs the last event (a log cut off in its turn, no owner)."""
-    events = [
-        {"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1}},
-        {"type": "step/start", "seq": 1, "time": 1, "data": {"turn": 1, "step": 1}},
-    ]
-    backend = JsonlBackend(tmp_path, compression="zstd")
-    meta = {"version": 0, "id": "s", "createdAt": 1, "cwd": "/p"}
-    try:
-        await backend.acquire_writer("s")
-        await backend.append_batch(meta, events, is_materialized=False)
-        await backend.release_writer("s")
-        stored = await backend.load_stored("s")
-    finally:
-        await backend.aclose()
-    assert stored is not None
-    decoded: list[str] = []
-
-    def counting(text: str) -> Any:
-        decoded.append(text)
-        return loads(text)
-
-    monkeypatch.setattr(compact, "loads", counting)
-    assert glance(stored.events, None).state == "interrupted"
-    assert len(decoded) == len(events)
