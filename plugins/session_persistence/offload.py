@@ -18,7 +18,7 @@ already failed. Callers are woken only once the whole unit has finished.
 With a `gate` (`inline.InlineGate`), a call submitted with `inline=True` runs on the loop thread
 itself when the gate allows it and nothing is queued or running here (no overflow call either);
 otherwise it is queued as usual. Either way its duration is reported to the gate. A synchronous
-caller asks `may_inline()` and then runs its call with `call_inline` (a live flush that needs
+caller runs its call with `try_inline`, which does the same or nothing (a live flush that needs
 no `await` at all: docs/performance.md).
 """
 
@@ -130,9 +130,9 @@ class IoThread:
         """`fn(*args)` off the loop; its result or its exception. `group=True` lets it share a
         unit with the group-able calls queued next to it; `inline=True` lets it run on the loop
         thread when the gate allows (see the module docstring)."""
-        if inline and self.may_inline():
+        if inline and self._may_inline():
             # Right here, without yielding (a live flush's drain may yield once before).
-            return self.call_inline(fn, *args)
+            return self._call_inline(fn, *args)
         gate = self._gate if inline else None
         if self._overflow and self._queued:
             return await self._spill(partial(fn, *args), gate)
@@ -152,15 +152,23 @@ class IoThread:
             raise call.error
         return call.result  # type: ignore[return-value]
 
-    def may_inline(self) -> bool:
+    def try_inline(self, fn: Callable[..., object], *args: Any) -> bool:
+        """`fn(*args)` on the calling (loop) thread when an eligible call may run there now
+        (True, once it has returned; its exception propagates); else nothing (False)."""
+        if not self._may_inline():
+            return False
+        self._call_inline(fn, *args)
+        return True
+
+    def _may_inline(self) -> bool:
         """Whether an eligible call may run on the loop thread now: the gate allows it and
         nothing is queued or running here (no overflow call either)."""
         gate = self._gate
         return gate is not None and not self._queued and not self._spilled and gate.allows()
 
-    def call_inline(self, fn: Callable[..., T], *args: Any) -> T:
+    def _call_inline(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on the calling (loop) thread, timed for the gate; only after
-        `may_inline()` said yes, with nothing awaited in between."""
+        `_may_inline()` said yes, with nothing awaited in between."""
         gate = self._gate
         assert gate is not None
         start = gate.clock()

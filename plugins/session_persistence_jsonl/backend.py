@@ -198,11 +198,7 @@ class JsonlBackend(BackendBase):
     ) -> bool:
         """A live session's materialized append right here, when the inline gate allows it
         now (`ahead.Handoff.append_inline`); False: nothing was done."""
-        thread = self._thread
-        if not thread.may_inline():
-            return False
-        thread.call_inline(self._append_batch, meta, events, True, ahead)
-        return True
+        return self._thread.try_inline(self._append_batch, meta, events, True, ahead)
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]

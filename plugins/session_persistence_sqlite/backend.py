@@ -233,11 +233,8 @@ class SqliteBackend(BackendBase):
     ) -> bool:
         """A live session's materialized append right here, when the inline gate allows it
         now (`ahead.Handoff.append_inline`); False: nothing was done."""
-        thread = self._thread
-        if not thread.may_inline():
-            return False
-        thread.call_inline(self._call, self._append_batch, (meta, events, True, ahead), False)
-        return True
+        args = (meta, events, True, ahead)
+        return self._thread.try_inline(self._call, self._append_batch, args, False)
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]

@@ -50,7 +50,9 @@ async def tg() -> AsyncIterator[TaskGroup]:
         group.cancel_scope.cancel()
 
 
-def controller(tg: TaskGroup, recorder: Recorder, clock: FakeClock) -> WriteController:
+def controller(
+    tg: TaskGroup, recorder: Recorder, clock: FakeClock, write_now: WriteNow | None = None
+) -> WriteController:
     ready = anyio.Event()
     ready.set()
     return WriteController(
@@ -58,6 +60,7 @@ def controller(tg: TaskGroup, recorder: Recorder, clock: FakeClock) -> WriteCont
         write=recorder,
         ready=ready,
         timers=Timers(clock, 0.2, tg.start_soon),
+        write_now=write_now,
     )
 
 
@@ -323,21 +326,9 @@ class WriteNow:
         return self.answer
 
 
-def at_once(tg: TaskGroup, recorder: Recorder, now: WriteNow) -> WriteController:
-    ready = anyio.Event()
-    ready.set()
-    return WriteController(
-        label=LABEL,
-        write=recorder,
-        ready=ready,
-        timers=Timers(FakeClock(), 0.2, tg.start_soon),
-        write_now=now,
-    )
-
-
 async def test_a_batch_written_at_once_skips_the_awaited_write(tg: TaskGroup) -> None:
     rec, now = Recorder(), WriteNow()
-    writer = at_once(tg, rec, now)
+    writer = controller(tg, rec, FakeClock(), now)
     for seq in range(3):
         writer.enqueue(ev(seq))
     await writer.flush()
@@ -348,7 +339,7 @@ async def test_a_batch_written_at_once_skips_the_awaited_write(tg: TaskGroup) ->
 
 async def test_a_declined_write_at_once_falls_back_to_the_awaited_write(tg: TaskGroup) -> None:
     rec, now = Recorder(), WriteNow(answer=False)
-    writer = at_once(tg, rec, now)
+    writer = controller(tg, rec, FakeClock(), now)
     for seq in range(3):
         writer.enqueue(ev(seq))
     await writer.flush()
@@ -359,7 +350,7 @@ async def test_a_declined_write_at_once_falls_back_to_the_awaited_write(tg: Task
 async def test_a_failed_write_at_once_keeps_the_batch_for_the_next_flush(tg: TaskGroup) -> None:
     rec, now = Recorder(), WriteNow()
     now.fail = OSError(28, "No space left on device")
-    writer = at_once(tg, rec, now)
+    writer = controller(tg, rec, FakeClock(), now)
     writer.enqueue(ev(0))
     with pytest.raises(OSError, match="No space"):
         await writer.flush()
