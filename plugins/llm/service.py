@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ import anyio
 
 from framework import Service
 from plugins.llm import chunks
-from plugins.llm.adapter import LlmAdapter
+from plugins.llm.adapter import ENDS_AT_FINISH, LlmAdapter
 from plugins.llm.errors import HarnessError, LlmError
 from plugins.llm.hooks import STREAM
 from plugins.llm.registry import AdapterHandle, Registration, Route, provider_list
@@ -116,7 +117,9 @@ class LlmService(Service):
                 options = _with_defaults(
                     options, await _resolve_model(route, options.model, signal)
                 )
-            iterator = aiter(route.adapter.stream(options))
+            adapter = route.adapter
+            ends_at_finish = getattr(adapter, ENDS_AT_FINISH, False) is True
+            iterator = aiter(adapter.stream(options))
         except Exception as error:
             yield failure_chunk(error, signal)
             return
@@ -132,6 +135,8 @@ class LlmService(Service):
                     break
                 yield chunk
                 if chunk.get("type") == "finish":
+                    if ends_at_finish:
+                        await _end(iterator)
                     return
         finally:
             await close_stream(iterator)
@@ -191,6 +196,15 @@ def _with_defaults(options: GenerateOptions, info: ModelInfo) -> GenerateOptions
     if options.reasoning_effort is None and info.default_reasoning_effort is not None:
         changes["reasoning_effort"] = info.default_reasoning_effort
     return dataclasses.replace(options, **changes) if changes else options
+
+
+async def _end(iterator: AsyncIterator[StreamChunk]) -> None:
+    """Resume an adapter's stream that declares it ends at its finish chunk, so that it returns
+    and needs no (shielded) close. One that breaks the declaration is closed like any other;
+    what it yields or raises instead comes after the finish and is dropped, as chunks after a
+    finish are (docs/models.md)."""
+    with contextlib.suppress(Exception):
+        await anext(iterator)
 
 
 async def close_stream(stream: AsyncIterable[StreamChunk]) -> None:

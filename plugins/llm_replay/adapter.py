@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -33,6 +33,9 @@ class ReplayAdapter:
     "ABORTED")` if the request's signal has aborted. A scripted `error` arrives like a chunk
     (same delay and check).
     """
+
+    #: Its stream returns right after the finish chunk (docs/models.md).
+    ends_at_finish: Final = True
 
     def __init__(
         self,

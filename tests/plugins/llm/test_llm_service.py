@@ -586,3 +586,48 @@ async def test_close_stream_closes_an_unfinished_generator_and_skips_a_finished_
     other = Iterable()
     await close_stream(other)  # type: ignore[arg-type]
     assert other.closes == 1
+
+
+class Ending(Adapter):
+    """An adapter that says its stream returns right after its finish chunk; records how it
+    ended (returned after the finish, or closed at it)."""
+
+    ends_at_finish = True
+
+    def __init__(self, script: list[StreamChunk] | None = None) -> None:
+        super().__init__(script)
+        self.ended: list[str] = []
+
+    async def stream(self, options: GenerateOptions) -> AsyncIterator[StreamChunk]:
+        try:
+            for chunk in self.script:
+                yield chunk
+            self.ended.append("returned")
+        except GeneratorExit:
+            self.ended.append("closed")
+            raise
+
+
+async def test_a_stream_that_ends_at_its_finish_returns_instead_of_being_closed() -> None:
+    """No close (and no shielded scope) for a stream that declares it ends at its finish; one
+    without the declaration is closed there (docs/models.md)."""
+    async with Context() as root:
+        llm = await mount(root)
+        ending = Ending()
+        plain = Ending()
+        plain.ends_at_finish = False
+        llm.register_adapter("p", ending)
+        llm.register_adapter("q", plain)
+        assert await collect(llm.stream(options())) == TEXT
+        assert ending.ended == ["returned"]
+        assert await collect(llm.stream(options("q"))) == TEXT
+        assert plain.ended == ["closed"]
+
+
+async def test_a_stream_that_breaks_its_end_at_finish_declaration_is_closed() -> None:
+    async with Context() as root:
+        llm = await mount(root)
+        adapter = Ending([*TEXT, chunks.text_delta(0, "late"), chunks.text_delta(0, "later")])
+        llm.register_adapter("p", adapter)
+        assert await collect(llm.stream(options())) == TEXT
+        assert adapter.ended == ["closed"]

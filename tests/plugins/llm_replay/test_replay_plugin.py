@@ -239,3 +239,21 @@ async def test_script_file_is_relative_to_the_manifest(
     async with boot(deployment / "app.yml") as ctx:
         got = await collect(ctx.llm.stream(request()))
     assert assemble(got).blocks == [{"type": "text", "text": "next to the manifest"}]
+
+
+@pytest.mark.parametrize("delay_ms", [0, 1])
+async def test_the_stream_keeps_its_end_at_finish_declaration(delay_ms: float) -> None:
+    """Resumed after its finish, the stream returns without awaiting (docs/models.md)."""
+    adapter = ReplayAdapter(
+        [ReplayResponse.model_validate(r) for r in SCRIPT[:2]], delay_ms=delay_ms
+    )
+    assert adapter.ends_at_finish
+    for _ in range(2):
+        stream = adapter.stream(request())
+        async for chunk in stream:
+            if chunk["type"] == "finish":
+                break
+        with anyio.CancelScope() as scope:
+            scope.cancel()  # nothing it does after the finish may wait
+            with pytest.raises(StopAsyncIteration):
+                await anext(stream)
