@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from plugins.llm import (
     GenerateOptions,
     LlmError,
+    LlmService,
     PreparedCall,
     RetryPolicy,
     StreamChunk,
@@ -132,7 +133,7 @@ async def build_request(agent: Agent, turn: int, step: int, signal: AbortSignal)
             "AgentOptions.model or supply both via the agent/request waterfall",
             "NO_ROUTE",
         )
-    llm = agent.ctx.llm  # dispatches llm/stream in the agent's scope
+    llm: LlmService = agent.ctx.service("llm")  # dispatches llm/stream in the agent's scope
     prepared: PreparedCall | None = None
     try:
         prepared = await llm.prepare_call(config, signal)

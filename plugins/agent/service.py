@@ -77,16 +77,20 @@ class AgentsService(Service):
         self._host = host
         self._agents: dict[str, _Entry] = {}
 
+    # The services below are read per step: `ctx.service(name)` is `ctx.<name>` without the
+    # failed attribute lookup that reaches `Context.__getattr__` (docs/performance.md, "The
+    # agent step in the sixth round").
+
     @property
     def tools(self) -> ToolsService:
         """The tools service as the agents plugin sees it."""
-        tools: ToolsService = self.ctx.tools
+        tools: ToolsService = self.ctx.service("tools")
         return tools
 
     @property
     def sessions(self) -> SessionStore:
         """The session store."""
-        sessions: SessionStore = self.ctx.sessions
+        sessions: SessionStore = self.ctx.service("sessions")
         return sessions
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
