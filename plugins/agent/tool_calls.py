@@ -29,7 +29,7 @@ from .messages import tool_result_message
 
 if TYPE_CHECKING:
     from framework import AbortSignal
-    from plugins.tools.pipeline import PreparedCall
+    from plugins.tools.pipeline import PreparedCall, ToolScheduler
 
     from .agent import Agent
 
@@ -114,6 +114,7 @@ async def run_tool_calls(
     `store` is the session store's identity: each call's idempotency key derives from it, the
     session id and the call id."""
     tools = agent.service.tools
+    scheduler = tools.scheduler  # one service read per step (docs/performance.md)
     calls = [_Call(block) for block in blocks]
     concluded = False
     index = 0
@@ -126,10 +127,10 @@ async def run_tool_calls(
                     break
                 group.append(nxt)
         if len(group) == 1:
-            ran = await _run_alone(agent, turn, step, group[0], signal, store)
+            ran = await _run_alone(agent, turn, step, group[0], signal, store, scheduler)
         else:
             limit = agent.service.config.max_parallel_tool_calls
-            ran = await _run_group(agent, turn, step, group, limit, signal, store)
+            ran = await _run_group(agent, turn, step, group, limit, signal, store, scheduler)
         concluded = ran or concluded
         index += len(group)
     signal.throw_if_aborted()
@@ -137,7 +138,13 @@ async def run_tool_calls(
 
 
 async def _run_alone(
-    agent: Agent, turn: int, step: int, call: _Call, signal: AbortSignal, store: str
+    agent: Agent,
+    turn: int,
+    step: int,
+    call: _Call,
+    signal: AbortSignal,
+    store: str,
+    scheduler: ToolScheduler,
 ) -> bool:
     """A group of one call: the stages of `_run_group` in the same order, in this task (no
     pool, no child tasks: the common case costs no task spawns)."""
@@ -145,11 +152,10 @@ async def _run_alone(
         call_seq = _append_call(agent, turn, step, call)
         _append_result(agent, turn, step, call, call_seq, aborted_before_dispatch_result())
         return False
-    scheduler = agent.service.tools.scheduler
     call_seq = _append_call(agent, turn, step, call)
     prepared = await scheduler.prepare(_input(agent, call, signal, store))
     await scheduler.dispatch(prepared)
-    return await _commit(agent, turn, step, call, call_seq, prepared)
+    return await _commit(agent, turn, step, call, call_seq, prepared, scheduler)
 
 
 async def _run_group(
@@ -160,8 +166,8 @@ async def _run_group(
     limit: int,
     signal: AbortSignal,
     store: str,
+    scheduler: ToolScheduler,
 ) -> bool:
-    scheduler = agent.service.tools.scheduler
     slots = anyio.Semaphore(limit)
     concluded = False
 
@@ -197,7 +203,8 @@ async def _run_group(
                 _append_result(agent, turn, step, call, call_seq, aborted_before_dispatch_result())
                 continue
             call_seq, prepared = call.started
-            concluded = await _commit(agent, turn, step, call, call_seq, prepared) or concluded
+            committed = await _commit(agent, turn, step, call, call_seq, prepared, scheduler)
+            concluded = committed or concluded
     return concluded
 
 
@@ -214,12 +221,17 @@ def _input(agent: Agent, call: _Call, signal: AbortSignal, store: str) -> ToolEx
 
 
 async def _commit(
-    agent: Agent, turn: int, step: int, call: _Call, call_seq: int, prepared: PreparedCall
+    agent: Agent,
+    turn: int,
+    step: int,
+    call: _Call,
+    call_seq: int,
+    prepared: PreparedCall,
+    scheduler: ToolScheduler,
 ) -> bool:
     """Finalize, finish and log a dispatched call's result; True if it concludes the turn."""
     if prepared.deferred:
         return False  # its approval question stays open (docs/approval.md)
-    scheduler = agent.service.tools.scheduler
     await scheduler.finalize(prepared)
     result = await scheduler.finish(prepared)
     _append_result(agent, turn, step, call, call_seq, result)
