@@ -449,6 +449,53 @@ async def test_abort_mid_stream_keeps_an_interrupted_message() -> None:
         await handle.dispose()
 
 
+class EndsAtFinish:
+    """Declares `ends_at_finish` (docs/models.md) and records how its stream ended."""
+
+    ends_at_finish = True
+
+    def __init__(self) -> None:
+        self.ended: list[str] = []
+
+    async def stream(self, options: Any) -> AsyncIterator[dict[str, Any]]:
+        try:
+            yield chunks.block_start(0, "text")
+            yield chunks.text_delta(0, "done")
+            yield chunks.block_end(0, chunks.text_block("done"))
+            yield chunks.finish(chunks.stop_reason("stop"))
+            self.ended.append("returned")
+        except GeneratorExit:
+            self.ended.append("closed")
+            raise
+
+
+async def test_an_abort_at_the_finish_of_a_stream_that_ends_there() -> None:
+    """The stream is finished rather than closed, and the turn ends aborted with the answer
+    kept as an interrupted message, as when the stream is closed."""
+    adapter = EndsAtFinish()
+    async with stack([]) as ctx:
+        ctx.llm.register_adapter("ending", adapter)
+        handle = await ctx.agents.create(
+            "ending", agent_options=AgentOptions(provider="ending", model="m")
+        )
+        agent = handle.agent
+
+        def on_event(session: Any, event: Any) -> None:
+            if event["type"] == "assistant/chunk" and event["data"]["chunk"]["type"] == "finish":
+                agent.cancel()
+
+        ctx.on("session/event", on_event)
+        agent.followup("go")
+        await agent.when_idle()
+        assert adapter.ended == ["returned"]
+        message = next(e for e in agent.session.events if e["type"] == "assistant/message")
+        assert message["data"]["interrupted"] is True
+        assert message["data"]["message"]["content"] == [{"type": "text", "text": "done"}]
+        assert types(agent.session)[-2:] == ["step/end", "turn/end"]
+        assert ends(agent.session) == [{"kind": "aborted", "reason": {"kind": "user"}}]
+        await handle.dispose()
+
+
 async def test_a_failing_idle_checkpoint_is_reported_and_the_agent_still_idles() -> None:
     errors: list[str] = []
     flushed: list[str] = []
