@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -18,7 +18,15 @@ from plugins.session.events import LogValidator
 from plugins.session.jsonutil import MAX_SAFE_INTEGER, snapshot
 from plugins.session.repair import TurnFold
 
-from .backend import JsonObject, LiveEncoder, PersistenceBackend, SetAside, Snapshot, StoredLog
+from .backend import (
+    JsonObject,
+    LiveEncoder,
+    LoadsMany,
+    PersistenceBackend,
+    SetAside,
+    Snapshot,
+    StoredLog,
+)
 from .config import Config
 from .errors import (
     SessionExistsError,
@@ -48,6 +56,16 @@ class Prepared:
 
     def log(self) -> SessionLog:
         return SessionLog(self.meta, self.events, self.torn_bytes, self.set_aside)
+
+
+async def _caught(
+    read: Callable[[str], Awaitable[StoredLog | None]], session_id: str
+) -> StoredLog | Exception | None:
+    """`read(session_id)`, or the error it raised."""
+    try:
+        return await read(session_id)
+    except Exception as error:
+        return error
 
 
 def is_safe_count(value: object) -> bool:
@@ -155,9 +173,40 @@ class ColdStore:
             raise SessionNotFoundError(session_id)
         return self.check(session_id, stored)
 
+    def cached(self, session_id: str) -> bool:
+        """Whether a preparation of `session_id` is remembered (`prepared` checks it)."""
+        return session_id in self._cache
+
     async def _cold_prepare(self, session_id: str) -> Prepared:
         """Read, validate and balance a stored log (rule 4)."""
-        stored, closers = await self.read_checked(session_id)
+        return self._prepare(session_id, await self.backend.load_stored(session_id))
+
+    async def inspect_cold(self, session_ids: Sequence[str]) -> list[Prepared | Exception]:
+        """The cold prepare, remembered, of the first of `session_ids` and of as many after
+        it as the backend reads in one call (`LoadsMany`); per id, its preparation or the error
+        preparing it raised. Each id's ticket is held; none is live or cached."""
+        if isinstance(self.backend, LoadsMany):
+            read = await self.backend.load_many(session_ids)
+        else:
+            read = [await _caught(self.backend.load_stored, session_ids[0])]
+        found: list[Prepared | Exception] = []
+        for session_id, stored in zip(session_ids, read, strict=False):
+            try:
+                if isinstance(stored, Exception):
+                    raise stored
+                prepared = self._prepare(session_id, stored)
+            except Exception as error:
+                found.append(error)
+                continue
+            self.remember(session_id, prepared)
+            found.append(prepared)
+        return found
+
+    def _prepare(self, session_id: str, stored: StoredLog | None) -> Prepared:
+        """Validate and balance a log the backend read (rule 4)."""
+        if stored is None:
+            raise SessionNotFoundError(session_id)
+        stored, closers = self.check(session_id, stored)
         return Prepared(
             stored.meta,
             EventLog(stored.events, closers),

@@ -81,6 +81,8 @@ Compression = Literal["zstd", "none"]
 T = TypeVar("T")
 
 _READ_ATTEMPTS: Final = 20
+#: `load_many` reads no further once the logs it read hold this many bytes (on disk).
+LOAD_MANY_BYTES: Final = 1 << 20
 #: The root's project directories, each with its storage-rule refusal (None when it is fine).
 _Projects = builtins.list[tuple[os.DirEntry[str], fsguard.UnsafeStorageError | None]]
 _APPEND_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -174,6 +176,13 @@ class JsonlBackend(BackendBase):
     async def load_stored(self, session_id: str) -> StoredLog | None:
         """Read, decode and check the stored log; None when nothing is stored."""
         return await self._run(self._load_stored, session_id)
+
+    async def load_many(
+        self, session_ids: Sequence[str]
+    ) -> builtins.list[StoredLog | Exception | None]:
+        """`load_stored` of the first of `session_ids` and of the following ones until the logs
+        read hold `LOAD_MANY_BYTES`, in one trip to the I/O thread and one scan of the root."""
+        return await self._run(self._load_many, list(session_ids))
 
     async def read_stored_revision(self, session_id: str) -> str | None:
         """`<dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>` of the log, None when nothing is stored."""
@@ -361,8 +370,8 @@ class JsonlBackend(BackendBase):
             raise SessionNotFoundError(session_id)
         return read[0]
 
-    def _load_stored(self, session_id: str) -> StoredLog | None:
-        path = self._lookup(session_id)
+    def _load_stored(self, session_id: str, projects: _Projects | None = None) -> StoredLog | None:
+        path = self._lookup(session_id, projects)
         read = None if path is None else self._read_stable(path)
         if path is None or read is None:
             return None
@@ -380,6 +389,28 @@ class JsonlBackend(BackendBase):
         return StoredLog(
             meta, scan.events, _revision(st), marker, torn_bytes, _set_aside_beside(path)
         )
+
+    def _load_many(
+        self, session_ids: builtins.list[str]
+    ) -> builtins.list[StoredLog | Exception | None]:
+        try:
+            projects = self._projects()
+        except Exception as error:  # refused for every id: the next call tells the next one
+            return [error]
+        found: builtins.list[StoredLog | Exception | None] = []
+        read = 0
+        for session_id in session_ids:
+            try:
+                stored = self._load_stored(session_id, projects)
+            except Exception as error:
+                found.append(error)
+                continue
+            found.append(stored)
+            if stored is not None:
+                read += self._sizes[session_id]
+                if read >= LOAD_MANY_BYTES:
+                    break
+        return found
 
     def _owner(
         self, session_id: str, table: LockTable | None = None, projects: _Projects | None = None
