@@ -24,7 +24,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, BinaryIO, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import fsguard
@@ -351,8 +351,11 @@ class JsonlBackend(BackendBase):
             try:
                 before = os.lstat(path)
                 fsguard.check_file(path, before)
-                with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as file:
-                    data = _read_head(file, zstd=zstd) if head else file.read()
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                try:
+                    data = _read_head(fd, zstd=zstd) if head else _read_all(fd, before.st_size)
+                finally:
+                    os.close(fd)
                 after = os.lstat(path)
             except FileNotFoundError:
                 return None
@@ -775,15 +778,30 @@ def _log_path(root: str, cwd: str | None, session_id: str, name: str) -> str:
     return os.path.join(root, project_dir(cwd), segment(session_id), name)
 
 
-def _read_head(file: BinaryIO, *, zstd: bool) -> bytes:
+def _read_head(fd: int, *, zstd: bool) -> bytes:
     """The start of a log, read in 64 KiB pieces until it holds the whole header record."""
-    head = file.read(65536)
+    head = os.read(fd, 65536)
     while not header_complete(head, zstd=zstd):
-        more = file.read(65536)
+        more = os.read(fd, 65536)
         if not more:
             break
         head += more
     return head
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """A file's bytes from its start, read straight from `fd` (no buffered file object: no
+    seek, no terminal check), up to one byte past `size`, its size when last seen: a file
+    that grew or shrank since fails the caller's stat comparison and is read again."""
+    parts: builtins.list[bytes] = []
+    left = size + 1
+    while left > 0:
+        piece = os.read(fd, left)
+        if not piece:
+            break
+        parts.append(piece)
+        left -= len(piece)
+    return b"".join(parts)
 
 
 def _set_aside_beside(path: str) -> tuple[SetAside, ...]:
