@@ -119,3 +119,16 @@ async def test_listing_rows_read_in_runs_are_those_read_one_by_one(tmp_path: Pat
     by_id = {row.id: row for row in rows}
     assert by_id["s2"].state == "interrupted"
     assert "unparsable committed event at line 2" in str(by_id["s4"].problem)
+
+
+async def test_a_run_stops_before_a_cached_id_which_is_answered_alone(tmp_path: Path) -> None:
+    root = tmp_path / "sessions"
+    await populate(root)
+    backend = Counted(root)
+    async with Context() as ctx:
+        service = await mounted(ctx, backend)
+        cached = await service.inspect("s1")
+        runs = [await service.inspect_batch(NAMES[:3]), await service.inspect_batch(NAMES[1:3])]
+    assert [len(found) for found in runs] == [1, 1]
+    assert backend.runs == [1]  # s0 alone; s1 came from the cache
+    assert runs[1][0].events == cached.events  # type: ignore[union-attr]
