@@ -1,6 +1,7 @@
 """A listing reads the logs of a probe batch a bounded run at a time (`load_many`: one trip to
 the I/O thread, one scan of the root), with the rows and errors of one read per log
-(docs/performance.md)."""
+(docs/performance.md); a log read straight from its descriptor is read again when it
+changed meanwhile."""
 
 from __future__ import annotations
 
@@ -132,3 +133,26 @@ async def test_a_run_stops_before_a_cached_id_which_is_answered_alone(tmp_path: 
     assert [len(found) for found in runs] == [1, 1]
     assert backend.runs == [1]  # s0 alone; s1 came from the cache
     assert runs[1][0].events == cached.events  # type: ignore[union-attr]
+
+
+def test_a_log_that_grows_while_it_is_read_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "session.jsonl"
+    log.write_bytes(b"one\n")
+    backend = JsonlBackend(tmp_path, compression="none")
+    real = backend_module._read_all
+    sizes: list[int] = []
+
+    def growing(fd: int, size: int) -> bytes:
+        sizes.append(size)
+        if len(sizes) == 1:  # a writer appends between the first stat and the read
+            with log.open("ab") as file:
+                file.write(b"two\n")
+        return real(fd, size)
+
+    monkeypatch.setattr(backend_module, "_read_all", growing)
+    read = backend._read_stable(str(log))
+    assert read is not None
+    assert read[0] == b"one\ntwo\n"
+    assert sizes == [4, 8]
