@@ -108,9 +108,9 @@ class ColdStore:
     def check(self, session_id: str, stored: StoredLog) -> tuple[StoredLog, list[JsonObject]]:
         """A log as the backend read it, upgraded (docs/legacy-logs.md) and checked, and the
         closers that balance it. One walk over its plain events decodes each once and keeps
-        none (docs/performance.md): what the walk meets is raised in the order of the rules,
-        the legacy refusals first (anywhere in the log), then the format refusals, then
-        validation (docs/event-log.md)."""
+        none, unless an upgrade changes one (docs/performance.md). What the walk meets is
+        raised in the order of the rules: the legacy refusals first (anywhere in the log),
+        then the format refusals, then validation (docs/event-log.md)."""
         meta = stored.meta
         location = self.backend.locate(meta)
         check_readable(session_id, meta, location)

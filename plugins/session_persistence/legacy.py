@@ -69,7 +69,8 @@ def upgrade_events(session_id: str, events: Sequence[JsonObject]) -> Sequence[Js
 class Upgrade:
     """`upgrade_events` one event at a time, for a walk that checks more on the way (a cold
     prepare's: docs/performance.md): `add` each of `plain_events(events)` in order, then take
-    `result()`. Nothing decoded is kept but the events an upgrade changed."""
+    `result()`. Nothing decoded is kept until an upgrade changes an event; from then on the
+    events are a list of them all, as `upgrade_events` always made."""
 
     __slots__ = ("_malformed", "_refused", "_session_id", "_stored", "_upgraded")
 
