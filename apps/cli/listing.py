@@ -7,7 +7,12 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from plugins.session_persistence import Owner, SessionPersistenceError, SessionPersistenceService
+from plugins.session_persistence import (
+    Owner,
+    SessionLog,
+    SessionPersistenceError,
+    SessionPersistenceService,
+)
 
 from .clock import stamp
 from .states import STATES, State, glance
@@ -106,10 +111,12 @@ async def session_rows(
     for start in range(0, len(headers), PROBE_BATCH):
         batch = headers[start : start + PROBE_BATCH]
         owners = await persistence.owners([h["id"] for h in batch if "problem" not in h])
+        idle = [i for i in (h["id"] for h in batch) if i in owners and owners[i] is None]
+        reads = _Reads(persistence, idle)
         for header in batch:
             if limit is not None and len(rows) >= limit:
                 return rows
-            row = await _row(persistence, header, owners)
+            row = await _row(persistence, header, owners, reads)
             if every or row.state in states:
                 rows.append(row)
             if advance is not None:
@@ -117,13 +124,38 @@ async def session_rows(
     return rows
 
 
+class _Reads:
+    """The balanced logs of a batch's sessions that no other process runs, read as they are
+    asked for, as many at a time as the store reads in one call (`inspect_batch`): after the
+    batch's owner probe, as that probe's rows are."""
+
+    def __init__(self, persistence: SessionPersistenceService, session_ids: list[str]) -> None:
+        self._persistence = persistence
+        self._ids = session_ids
+        self._read: dict[str, SessionLog | Exception] = {}
+
+    async def inspect(self, session_id: str) -> SessionLog:
+        """`inspect(session_id)`, raising what it raises."""
+        if session_id not in self._ids:
+            return await self._persistence.inspect(session_id)
+        if session_id not in self._read:
+            del self._ids[: self._ids.index(session_id)]
+            found = await self._persistence.inspect_batch(self._ids)
+            self._read = dict(zip(self._ids, found, strict=False))
+        log = self._read.pop(session_id)
+        if isinstance(log, Exception):
+            raise log
+        return log
+
+
 async def _row(
     persistence: SessionPersistenceService,
     header: dict[str, Any],
     owners: dict[str, Owner | None],
+    reads: _Reads,
 ) -> SessionRow:
     """One session's row; `owners`: its probed owner (an id missing there is probed alone,
-    which raises why the batch probe failed)."""
+    which raises why the batch probe failed); `reads`: the logs of the batch's idle ones."""
     session_id = header["id"]
     base = {"id": session_id, "created_at": header["createdAt"], "cwd": header.get("cwd")}
     if "problem" in header:  # a stored entry the backend refuses (docs/storage-safety.md)
@@ -136,7 +168,7 @@ async def _row(
         events = (
             await persistence.read_from(session_id, 0)
             if owner is not None
-            else (await persistence.inspect(session_id)).events
+            else (await reads.inspect(session_id)).events
         )
     except SessionPersistenceError as error:
         return SessionRow(**base, problem=str(error))

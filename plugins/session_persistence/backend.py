@@ -172,3 +172,14 @@ class ProbesOwners(Protocol):
 
     async def owners(self, session_ids: Sequence[str]) -> dict[str, Owner | None]:
         """`owner` of each id; an id whose probe failed is left out (its `owner` raises)."""
+
+
+@runtime_checkable
+class LoadsMany(Protocol):
+    """A backend that reads several stored logs in one call cheaper than one by one (JSONL:
+    one trip to its I/O thread and one scan of the root for them all)."""
+
+    async def load_many(self, session_ids: Sequence[str]) -> list[StoredLog | Exception | None]:
+        """`load_stored` of the first of `session_ids` and of as many following ones as the
+        backend reads in the same call (a bound on their bytes keeps a batch of large logs out
+        of memory); per id, in order, its log, None, or the error its `load_stored` raises."""

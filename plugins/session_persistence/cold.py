@@ -7,8 +7,9 @@ repair first (rules 4 and 5 of docs/persistence.md).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -17,7 +18,15 @@ from plugins.session.events import LogValidator
 from plugins.session.jsonutil import MAX_SAFE_INTEGER, snapshot
 from plugins.session.repair import TurnFold
 
-from .backend import JsonObject, LiveEncoder, PersistenceBackend, SetAside, Snapshot, StoredLog
+from .backend import (
+    JsonObject,
+    LiveEncoder,
+    LoadsMany,
+    PersistenceBackend,
+    SetAside,
+    Snapshot,
+    StoredLog,
+)
 from .config import Config
 from .errors import (
     SessionExistsError,
@@ -26,7 +35,7 @@ from .errors import (
     SessionPersistenceError,
 )
 from .formats import check_readable, js_text, refuse_retired, refuse_unknown
-from .legacy import upgrade_stored
+from .legacy import Upgrade, upgradable, upgrade_stored
 from .locks import WriterLocks
 from .session_api import SessionFactory
 from .state import Entry, SessionLog, SessionPreparation, SessionTable
@@ -47,6 +56,16 @@ class Prepared:
 
     def log(self) -> SessionLog:
         return SessionLog(self.meta, self.events, self.torn_bytes, self.set_aside)
+
+
+async def _caught(
+    read: Callable[[str], Awaitable[StoredLog | None]], session_id: str
+) -> StoredLog | Exception | None:
+    """`read(session_id)`, or the error it raised."""
+    try:
+        return await read(session_id)
+    except Exception as error:
+        return error
 
 
 def is_safe_count(value: object) -> bool:
@@ -86,34 +105,54 @@ class ColdStore:
 
     # -- reading and checking -------------------------------------------------------------------
 
-    def validate(self, session_id: str, stored: StoredLog) -> list[JsonObject]:
-        """Check a stored log and return the closers that balance it, in one walk over its
-        plain events (each is decoded once): the format refusals first (anywhere in the log),
-        then validation (docs/event-log.md)."""
-        location = self.backend.locate(stored.meta)
-        check_readable(session_id, stored.meta, location)
-        events = stored.events
+    def check(self, session_id: str, stored: StoredLog) -> tuple[StoredLog, list[JsonObject]]:
+        """A log as the backend read it, upgraded (docs/legacy-logs.md) and checked, and the
+        closers that balance it. One walk over its plain events decodes each once and keeps
+        none, unless an upgrade changes one (docs/performance.md). What the walk meets is
+        raised in the order of the rules: the legacy refusals first (anywhere in the log),
+        then the format refusals, then validation (docs/event-log.md)."""
+        meta = stored.meta
+        location = self.backend.locate(meta)
+        check_readable(session_id, meta, location)
+        upgrade = Upgrade(session_id, stored.events) if upgradable(session_id, meta) else None
+        unknown: SessionPersistenceError | None = None
         failure: Exception | None = None
+        validator: LogValidator | None = None
         try:
-            validator = LogValidator(stored.meta, events)
+            validator = LogValidator(meta, stored.events)
         except Exception as error:
             failure = error
         turn = TurnFold()
-        for index, event in plain_events(events):
-            refuse_unknown(session_id, event, location)
-            if failure is not None:
+        for index, event in plain_events(stored.events):
+            if upgrade is not None:
+                event = upgrade.add(index, event)
+            if unknown is not None:
                 continue
+            try:
+                refuse_unknown(session_id, event, location)
+            except SessionPersistenceError as error:
+                unknown = error
+                continue
+            if validator is None:
+                continue
+            if upgrade is not None:
+                validator.events = upgrade.events
             try:
                 validator.check(index, event)
             except Exception as error:
-                failure = error
+                failure, validator = error, None
                 continue
             turn.add(event)
+        events = stored.events if upgrade is None else upgrade.result()
+        if unknown is not None:
+            raise unknown
         if failure is not None:
             raise SessionPersistenceCorruptionError(
                 f'stored session "{session_id}" failed validation: {failure}'
             ) from failure
-        return turn.closers(events[-1] if events else None)
+        if events is not stored.events:
+            stored = dataclasses.replace(stored, events=events)
+        return stored, turn.closers(events[-1] if events else None)
 
     async def read_stored(self, session_id: str) -> StoredLog | None:
         """What every read of a stored log goes through: its legacy shapes upgraded in memory
@@ -127,10 +166,47 @@ class ColdStore:
             raise SessionNotFoundError(session_id)
         return stored
 
+    async def read_checked(self, session_id: str) -> tuple[StoredLog, list[JsonObject]]:
+        """`check` of the stored log, or `SessionNotFoundError`."""
+        stored = await self.backend.load_stored(session_id)
+        if stored is None:
+            raise SessionNotFoundError(session_id)
+        return self.check(session_id, stored)
+
+    def cached(self, session_id: str) -> bool:
+        """Whether a preparation of `session_id` is remembered (`prepared` checks it)."""
+        return session_id in self._cache
+
     async def _cold_prepare(self, session_id: str) -> Prepared:
         """Read, validate and balance a stored log (rule 4)."""
-        stored = await self.load_stored(session_id)
-        closers = self.validate(session_id, stored)
+        return self._prepare(session_id, await self.backend.load_stored(session_id))
+
+    async def inspect_cold(self, session_ids: Sequence[str]) -> list[Prepared | Exception]:
+        """The cold prepare, remembered, of the first of `session_ids` and of as many after
+        it as the backend reads in one call (`LoadsMany`); per id, its preparation or the error
+        preparing it raised. Each id's ticket is held; none is live or cached."""
+        if isinstance(self.backend, LoadsMany):
+            read = await self.backend.load_many(session_ids)
+        else:
+            read = [await _caught(self.backend.load_stored, session_ids[0])]
+        found: list[Prepared | Exception] = []
+        for session_id, stored in zip(session_ids, read, strict=False):
+            try:
+                if isinstance(stored, Exception):
+                    raise stored
+                prepared = self._prepare(session_id, stored)
+            except Exception as error:
+                found.append(error)
+                continue
+            self.remember(session_id, prepared)
+            found.append(prepared)
+        return found
+
+    def _prepare(self, session_id: str, stored: StoredLog | None) -> Prepared:
+        """Validate and balance a log the backend read (rule 4)."""
+        if stored is None:
+            raise SessionNotFoundError(session_id)
+        stored, closers = self.check(session_id, stored)
         return Prepared(
             stored.meta,
             EventLog(stored.events, closers),

@@ -9,6 +9,8 @@ decision is made here or in the seam's rule modules (docs/persistence.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from itertools import takewhile
 
 from plugins.session.eventlog import EventLog
 from plugins.session.repair import interrupted_turn_closers
@@ -111,13 +113,40 @@ class Coordinator:
         """The balanced log without writing anything (a live session: its unflushed events)."""
         await self.table.wait_retirement(session_id)
         async with self.table.ticket(session_id):
-            binding = self.table.live(session_id)
-            if binding is not None:
-                live = binding.session
-                return SessionLog(dict(live.header), EventLog(live.events))
-            prepared = await self.cold.prepared(session_id)
-            self.cold.remember(session_id, prepared)
-            return prepared.log()
+            return await self._inspect(session_id)
+
+    async def inspect_batch(self, session_ids: Sequence[str]) -> list[SessionLog | Exception]:
+        """`inspect` of the first of `session_ids` and of as many after it as the
+        backend reads in one call (none live here or cached); per id, in order, its log or the
+        error its `inspect` raises. Their tickets are taken in id order (no two batches wait on
+        each other)."""
+        for session_id in session_ids:
+            await self.table.wait_retirement(session_id)
+        async with AsyncExitStack() as stack:
+            for session_id in sorted(set(session_ids)):
+                await stack.enter_async_context(self.table.ticket(session_id))
+            run = list(
+                takewhile(
+                    lambda i: self.table.live(i) is None and not self.cold.cached(i), session_ids
+                )
+            )
+            if not run:
+                try:
+                    return [await self._inspect(session_ids[0])]
+                except Exception as error:
+                    return [error]
+            found = await self.cold.inspect_cold(run)
+            return [item if isinstance(item, Exception) else item.log() for item in found]
+
+    async def _inspect(self, session_id: str) -> SessionLog:
+        """`inspect` under the id's ticket."""
+        binding = self.table.live(session_id)
+        if binding is not None:
+            live = binding.session
+            return SessionLog(dict(live.header), EventLog(live.events))
+        prepared = await self.cold.prepared(session_id)
+        self.cold.remember(session_id, prepared)
+        return prepared.log()
 
     # -- teardown -------------------------------------------------------------------------------
 

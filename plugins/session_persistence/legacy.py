@@ -22,7 +22,7 @@ from plugins.session.jsonutil import MAX_SAFE_INTEGER
 from .backend import JsonObject, StoredLog
 from .errors import SessionPersistenceCorruptionError
 
-__all__ = ["upgrade_events", "upgrade_stored"]
+__all__ = ["Upgrade", "upgradable", "upgrade_events", "upgrade_stored"]
 
 #: Turn-end reasons that must be exactly `{kind}` and stay as they are.
 _PLAIN_REASONS: Final = frozenset({"completed", "blocked", "max-tokens", "interrupted"})
@@ -42,10 +42,15 @@ _WATCHED: Final = _REFUSED | {
 def upgrade_stored(session_id: str, stored: StoredLog | None) -> StoredLog | None:
     """`stored` with its events upgraded. A log of another id or format version is returned as
     is: the coordinator refuses it before it looks at any event."""
-    if stored is None or stored.meta.get("id") != session_id or stored.meta.get("version") != 0:
+    if stored is None or not upgradable(session_id, stored.meta):
         return stored
     events = upgrade_events(session_id, stored.events)
     return stored if events is stored.events else dataclasses.replace(stored, events=events)
+
+
+def upgradable(session_id: str, meta: JsonObject) -> bool:
+    """Whether a stored log's events are upgraded: its header names `session_id`, format v0."""
+    return meta.get("id") == session_id and meta.get("version") == 0
 
 
 def upgrade_events(session_id: str, events: Sequence[JsonObject]) -> Sequence[JsonObject]:
@@ -55,36 +60,69 @@ def upgrade_events(session_id: str, events: Sequence[JsonObject]) -> Sequence[Js
     Error: <why>`) for refused legacy content and for malformed legacy shapes. The refusals
     are decided on the whole log and win over a malformed shape anywhere in it.
     """
-    refused: dict[str, object] = {}
-    malformed: JsonObject | None = None
-    upgraded: list[JsonObject] | None = None
+    upgrade = Upgrade(session_id, events)
     for index, event in plain_events(events):  # packed chunk rows are never watched
+        upgrade.add(index, event)
+    return upgrade.result()
+
+
+class Upgrade:
+    """`upgrade_events` one event at a time, for a walk that checks more on the way (a cold
+    prepare's: docs/performance.md): `add` each of `plain_events(events)` in order, then take
+    `result()`. Nothing decoded is kept until an upgrade changes an event; from then on the
+    events are a list of them all, as `upgrade_events` always made."""
+
+    __slots__ = ("_malformed", "_refused", "_session_id", "_stored", "_upgraded")
+
+    def __init__(self, session_id: str, events: Sequence[JsonObject]) -> None:
+        self._session_id = session_id
+        self._stored = events
+        self._refused: dict[str, object] = {}
+        self._malformed: JsonObject | None = None
+        self._upgraded: list[JsonObject] | None = None
+
+    @property
+    def events(self) -> Sequence[JsonObject]:
+        """The events upgraded so far (the stored sequence itself until an upgrade changes
+        one; then a list of them all)."""
+        return self._stored if self._upgraded is None else self._upgraded
+
+    def add(self, index: int, event: JsonObject) -> JsonObject:
+        """`event`, the one at `index`, upgraded (the very same object when nothing changes,
+        and once a malformed shape was met)."""
         kind = event.get("type")
         if kind not in _WATCHED:
-            continue
+            return event
         if kind in _REFUSED:
-            _note_refusal(refused, kind, event)
-            continue
-        if malformed is not None:
-            continue
+            _note_refusal(self._refused, kind, event)
+            return event
+        if self._malformed is not None:
+            return event
         try:
-            new = _upgrade(session_id, event, upgraded or events, index)
+            new = _upgrade(self._session_id, event, self.events, index)
         except _Malformed:
-            malformed = event
-            continue
+            self._malformed = event
+            return event
         if new is not event:
-            if upgraded is None:
-                upgraded = list(events)
-            upgraded[index] = new
-    if refused:
-        raise _refusal(session_id, refused)
-    if malformed is not None:
-        raise _failed(
-            session_id,
-            f'session "{session_id}" contains malformed pre-react-loop {malformed["type"]} '
-            f"at seq {malformed.get('seq')}",
-        )
-    return events if upgraded is None else upgraded
+            if self._upgraded is None:
+                self._upgraded = list(self._stored)
+            self._upgraded[index] = new
+        return new
+
+    def result(self) -> Sequence[JsonObject]:
+        """The upgraded events; raises for refused legacy content (the first rule that matched
+        anywhere) or else for the first malformed shape (see `upgrade_events`)."""
+        session_id = self._session_id
+        if self._refused:
+            raise _refusal(session_id, self._refused)
+        malformed = self._malformed
+        if malformed is not None:
+            raise _failed(
+                session_id,
+                f'session "{session_id}" contains malformed pre-react-loop {malformed["type"]} '
+                f"at seq {malformed.get('seq')}",
+            )
+        return self.events
 
 
 def _failed(session_id: str, text: str) -> SessionPersistenceCorruptionError:

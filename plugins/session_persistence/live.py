@@ -195,8 +195,7 @@ class LiveSessions:
     async def _adopt(self, session: LiveSession) -> Entry:
         """A stored log the live session continues: truncate a torn tail, no closers."""
         session_id = session.id
-        stored = await self.cold.load_stored(session_id)
-        self.cold.validate(session_id, stored)
+        stored, _ = await self.cold.read_checked(session_id)
         stored_cwd, live_cwd = stored.meta.get("cwd"), session.header.get("cwd")
         if stored_cwd != live_cwd:
             raise _cwd_collision(session_id, stored_cwd, live_cwd)

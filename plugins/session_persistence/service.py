@@ -118,6 +118,14 @@ class SessionPersistenceService(Service):
         """The balanced log, repaired in memory only."""
         return await self._coordinator.inspect(session_id)
 
+    async def inspect_batch(
+        self, session_ids: Sequence[str]
+    ) -> builtins.list[SessionLog | Exception]:
+        """`inspect` of the first of `session_ids` and of as many after it as the
+        backend reads in one call (a listing's reads, docs/performance.md); per id, in order,
+        its log or the error its `inspect` raises. Ask again for the ids not answered."""
+        return await self._coordinator.inspect_batch(session_ids)
+
     async def read_from(self, session_id: str, from_seq: int) -> Sequence[JsonObject]:
         """The stored events from `from_seq` on (empty past the end; read-only)."""
         return await self._coordinator.read_from(session_id, from_seq)

@@ -24,7 +24,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, BinaryIO, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import fsguard
@@ -81,6 +81,8 @@ Compression = Literal["zstd", "none"]
 T = TypeVar("T")
 
 _READ_ATTEMPTS: Final = 20
+#: `load_many` reads no further once the logs it read hold this many bytes (on disk).
+LOAD_MANY_BYTES: Final = 1 << 20
 #: The root's project directories, each with its storage-rule refusal (None when it is fine).
 _Projects = builtins.list[tuple[os.DirEntry[str], fsguard.UnsafeStorageError | None]]
 _APPEND_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -174,6 +176,13 @@ class JsonlBackend(BackendBase):
     async def load_stored(self, session_id: str) -> StoredLog | None:
         """Read, decode and check the stored log; None when nothing is stored."""
         return await self._run(self._load_stored, session_id)
+
+    async def load_many(
+        self, session_ids: Sequence[str]
+    ) -> builtins.list[StoredLog | Exception | None]:
+        """`load_stored` of the first of `session_ids` and of the following ones until the logs
+        read hold `LOAD_MANY_BYTES`, in one trip to the I/O thread and one scan of the root."""
+        return await self._run(self._load_many, list(session_ids))
 
     async def read_stored_revision(self, session_id: str) -> str | None:
         """`<dev>:<ino>:<size>:<mtime_ns>:<ctime_ns>` of the log, None when nothing is stored."""
@@ -342,8 +351,11 @@ class JsonlBackend(BackendBase):
             try:
                 before = os.lstat(path)
                 fsguard.check_file(path, before)
-                with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as file:
-                    data = _read_head(file, zstd=zstd) if head else file.read()
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                try:
+                    data = _read_head(fd, zstd=zstd) if head else _read_all(fd, before.st_size)
+                finally:
+                    os.close(fd)
                 after = os.lstat(path)
             except FileNotFoundError:
                 return None
@@ -361,8 +373,8 @@ class JsonlBackend(BackendBase):
             raise SessionNotFoundError(session_id)
         return read[0]
 
-    def _load_stored(self, session_id: str) -> StoredLog | None:
-        path = self._lookup(session_id)
+    def _load_stored(self, session_id: str, projects: _Projects | None = None) -> StoredLog | None:
+        path = self._lookup(session_id, projects)
         read = None if path is None else self._read_stable(path)
         if path is None or read is None:
             return None
@@ -380,6 +392,28 @@ class JsonlBackend(BackendBase):
         return StoredLog(
             meta, scan.events, _revision(st), marker, torn_bytes, _set_aside_beside(path)
         )
+
+    def _load_many(
+        self, session_ids: builtins.list[str]
+    ) -> builtins.list[StoredLog | Exception | None]:
+        try:
+            projects = self._projects()
+        except Exception as error:  # refused for every id: the next call tells the next one
+            return [error]
+        found: builtins.list[StoredLog | Exception | None] = []
+        read = 0
+        for session_id in session_ids:
+            try:
+                stored = self._load_stored(session_id, projects)
+            except Exception as error:
+                found.append(error)
+                continue
+            found.append(stored)
+            if stored is not None:
+                read += self._sizes[session_id]
+                if read >= LOAD_MANY_BYTES:
+                    break
+        return found
 
     def _owner(
         self, session_id: str, table: LockTable | None = None, projects: _Projects | None = None
@@ -744,15 +778,30 @@ def _log_path(root: str, cwd: str | None, session_id: str, name: str) -> str:
     return os.path.join(root, project_dir(cwd), segment(session_id), name)
 
 
-def _read_head(file: BinaryIO, *, zstd: bool) -> bytes:
+def _read_head(fd: int, *, zstd: bool) -> bytes:
     """The start of a log, read in 64 KiB pieces until it holds the whole header record."""
-    head = file.read(65536)
+    head = os.read(fd, 65536)
     while not header_complete(head, zstd=zstd):
-        more = file.read(65536)
+        more = os.read(fd, 65536)
         if not more:
             break
         head += more
     return head
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """A file's bytes from its start, read straight from `fd` (no buffered file object: no
+    seek, no terminal check), up to one byte past `size`, its size when last seen: a file
+    that grew or shrank since fails the caller's stat comparison and is read again."""
+    parts: builtins.list[bytes] = []
+    left = size + 1
+    while left > 0:
+        piece = os.read(fd, left)
+        if not piece:
+            break
+        parts.append(piece)
+        left -= len(piece)
+    return b"".join(parts)
 
 
 def _set_aside_beside(path: str) -> tuple[SetAside, ...]:

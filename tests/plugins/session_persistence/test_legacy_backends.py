@@ -24,7 +24,11 @@ import plugins.session_persistence_postgres as postgres_plugin
 import plugins.session_persistence_sqlite as sqlite_plugin
 from framework import Context
 from plugins.session.jsonutil import dumps
-from plugins.session_persistence import PersistenceBackend, SessionPersistenceCorruptionError
+from plugins.session_persistence import (
+    PersistenceBackend,
+    SessionFormatUnsupportedError,
+    SessionPersistenceCorruptionError,
+)
 from plugins.session_persistence_jsonl import JsonlBackend
 from plugins.session_persistence_postgres import PostgresBackend
 from plugins.session_persistence_sqlite import SqliteBackend
@@ -339,3 +343,43 @@ async def test_refused_and_malformed_legacy_logs_fail_every_read(
             await persistence.read_from("old", 0)
         assert str(caught.value) == expected
     assert await store.stored("old") == before
+
+
+UNKNOWN = ev(2, "future/thing", {})
+#: Fails validation (only surface events carry a `surfaceOp`).
+INVALID = ev(2, "step/start", {"turn": 1, "step": 1}, surfaceOp="append")
+
+
+@pytest.mark.parametrize(
+    ("events", "error", "why"),
+    [
+        # The legacy refusals are decided on the whole log, before the format refusals and
+        # validation, though a cold prepare checks all of them in one walk.
+        (
+            [UNKNOWN, ev(3, "mode/set", {"mode": "plan"})],
+            SessionPersistenceCorruptionError,
+            'failed validation: Error: session "old" contains unsupported legacy mode/set '
+            "event at seq 3",
+        ),
+        (
+            [INVALID, ev(3, "turn/end", {"turn": 1, "reason": {"kind": "completed", "a": 1}})],
+            SessionPersistenceCorruptionError,
+            'failed validation: Error: session "old" contains malformed pre-react-loop '
+            "turn/end at seq 3",
+        ),
+        (
+            [INVALID, ev(3, "turn/start", {"turn": 1}), {**UNKNOWN, "seq": 4}],
+            SessionFormatUnsupportedError,
+            'contains event type "future/thing" (seq 4) unknown to this harness',
+        ),
+    ],
+)
+async def test_a_cold_read_reports_the_first_rule_a_log_breaks(
+    store: Store, events: list[JsonObject], error: type[Exception], why: str
+) -> None:
+    await store.write(meta(), [*LEGACY_LOG[:2], *events])
+    async with store.service() as persistence:
+        for read in (persistence.inspect, persistence.load, persistence.prepare):
+            with pytest.raises(error) as caught:
+                await read("old")
+            assert why in str(caught.value)

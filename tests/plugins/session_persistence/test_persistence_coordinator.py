@@ -20,6 +20,7 @@ from plugins.session_persistence import (
     PersistenceBackend,
     SessionFormatUnsupportedError,
     SessionLockedError,
+    SessionNotFoundError,
     SessionPersistenceCorruptionError,
     SessionPersistenceError,
     mount_persistence,
@@ -89,6 +90,20 @@ async def test_inspect_caches_the_preparation_for_prepare(jsonl: JsonlBackend) -
         loads = w.backend.loads
         (await w.service.prepare("s1")).release()
         assert w.backend.loads == loads + 1
+
+
+async def test_inspect_batch_answers_one_id_at_a_time_without_load_many(
+    jsonl: JsonlBackend,
+) -> None:
+    async with running(jsonl) as w:  # the fault injector reads one log per call
+        for name in ("s1", "s2"):
+            await w.service.create(meta(name))
+            await w.service.append(name, complete_turn(0))
+        found = await w.service.inspect_batch(["s1", "s2", "missing"])
+        missing = await w.service.inspect_batch(["missing"])
+        assert len(found) == 1
+        assert texts(found[0].events) == texts(complete_turn(0))  # type: ignore[union-attr]
+        assert isinstance(missing[0], SessionNotFoundError)
 
 
 async def test_prepare_twice_and_publishing_another_session_under_a_reserved_id(
