@@ -2,9 +2,9 @@
 
 `batch_text` is the one encoding rule: one line per record, runs of packable deltas as packed
 rows (`packing.pack_records`) when `pack`. `Ahead` keeps what `admit` prepared for each event
-of one live session (its line; for a packable delta its run key and the JSON of its text, from
-which its line is built when no run takes it), so a flush only packs and joins; the bytes are
-the same whether an event was prepared or not (docs/performance.md).
+of one live session (its line; for a packable delta its run key and the JSON of its text, and
+its own line once its run is known to be too short to pack), so a flush only packs and joins;
+the bytes are the same whether an event was prepared or not (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ class Ahead(ahead.Ahead[str]):
     __slots__ = ()
 
     def __init__(self, *, pack: bool) -> None:
-        super().__init__(dumps, pack=pack)
+        super().__init__(dumps, pack=pack, encode_member=member_line)
 
 
 def batch_text(events: Sequence[JsonObject], *, pack: bool, ahead: Ahead | None = None) -> str:
