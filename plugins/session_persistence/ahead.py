@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from plugins.session.jsonutil import dumps
 
@@ -27,8 +27,6 @@ __all__ = ["Ahead", "Handoff"]
 T = TypeVar("T", covariant=True)
 #: The `Ahead` kind a backend's `append_batch` picks up.
 A = TypeVar("A", bound="Ahead[object]")
-
-_NOTHING: Final = (None, None, None)
 
 #: The unpacked encoding of a packable delta from its member and the JSON of its text
 #: (`packing.member_line` for JSONL).
@@ -93,16 +91,29 @@ class Ahead(Generic[T]):
             for entry in run:
                 entry[1] = encode(entry[0], entry[2], entry[3])
 
-    def take(self, event: JsonObject) -> tuple[T | None, Member | None, str | None]:
-        """What was prepared for `event` (dropping anything older), else nothing."""
+    def take(
+        self, events: Sequence[JsonObject]
+    ) -> tuple[list[T | None], list[Member | None], list[str | None]]:
+        """What was prepared for each of `events` (in seq order), dropping anything older:
+        their encodings, members and texts, None where nothing was."""
         ready = self._ready
-        seq = event["seq"]
-        while ready and ready[0][0]["seq"] < seq:
-            ready.popleft()
-        if ready and ready[0][0] is event:
-            _, encoded, member, text = ready.popleft()
-            return encoded, member, text
-        return _NOTHING
+        encoded: list[T | None] = []
+        members: list[Member | None] = []
+        texts: list[str | None] = []
+        for event in events:
+            seq = event["seq"]
+            while ready and ready[0][0]["seq"] < seq:
+                ready.popleft()
+            if ready and ready[0][0] is event:
+                _, line, member, text = ready.popleft()
+                encoded.append(line)
+                members.append(member)
+                texts.append(text)
+            else:
+                encoded.append(None)
+                members.append(None)
+                texts.append(None)
+        return encoded, members, texts
 
 
 #: A backend's synchronous live append (`Handoff.append_inline`): True once written durably

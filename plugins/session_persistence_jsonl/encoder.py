@@ -31,16 +31,16 @@ class Ahead(ahead.Ahead[str]):
 def batch_text(events: Sequence[JsonObject], *, pack: bool, ahead: Ahead | None = None) -> str:
     """The lines of one durable batch, each ended by a newline; `ahead` supplies what was
     prepared (an event without it is encoded here)."""
-    lines: list[str | None] = []
-    members: list[Member | None] = []
-    texts: list[str | None] = []
-    for event in events:
-        line, member, text = (None, None, None) if ahead is None else ahead.take(event)
-        if line is None and member is None and pack:
-            member = member_of(event)
-        lines.append(line)
-        members.append(member)
-        texts.append(text)
+    if ahead is None:
+        lines: list[str | None] = [None] * len(events)
+        members: list[Member | None] = [None] * len(events)
+        texts: list[str | None] = [None] * len(events)
+    else:
+        lines, members, texts = ahead.take(events)
+    if pack:
+        for index, line in enumerate(lines):
+            if line is None and members[index] is None:
+                members[index] = member_of(events[index])
     out: list[str] = []
     if not pack:
         out.extend(dumps(events[k]) if line is None else line for k, line in enumerate(lines))

@@ -59,16 +59,16 @@ def test_take_skips_older_and_refuses_a_different_object() -> None:
     first, second = event(0, "turn/start", {"turn": 1}), event(1, "step/start", {"turn": 1})
     ahead.admit(first)
     ahead.admit(second)
-    assert ahead.take(dict(second)) == (None, None, None)  # an equal copy was not admitted
-    assert ahead.take(second) == (dumps(second), None, None)
-    assert ahead.take(first) == (None, None, None)  # dropped: older than what was taken
+    assert ahead.take([dict(second)]) == ([None], [None], [None])  # an equal copy was not admitted
+    assert ahead.take([second]) == ([dumps(second)], [None], [None])
+    assert ahead.take([first]) == ([None], [None], [None])  # dropped: older than what was taken
 
 
 def test_admit_leaves_an_unencodable_event_to_the_write() -> None:
     ahead = Ahead(pack=True)
     bad = event(0, "custom/x", {"value": float("nan")})
     ahead.admit(bad)  # no raise: the write raises as it always did
-    assert ahead.take(bad) == (None, None, None)
+    assert ahead.take([bad]) == ([None], [None], [None])
     with pytest.raises(ValueError):
         batch_text([bad], pack=True, ahead=ahead)
 
@@ -77,7 +77,7 @@ def test_a_packable_delta_is_keyed_and_its_text_encoded_at_admission() -> None:
     ahead = Ahead(pack=True)
     delta = chunk(0, 'a"\u2028')
     ahead.admit(delta)
-    line, member, text = ahead.take(delta)
+    (line,), (member,), (text,) = ahead.take([delta])
     assert line is None
     assert member is not None
     assert text == dumps('a"\u2028')
