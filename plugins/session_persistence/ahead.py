@@ -2,21 +2,25 @@
 
 `Ahead` keeps, per live session, each admitted event's encoding (a JSONL line, an SQLite row)
 or, for a delta that packing may merge, its run key and the JSON of its text; the write that
-stores the events takes them (`take`) and encodes only what was not prepared. `Handoff` is the
-`LiveEncoder` of a backend whose `append_batch` picks a session's `Ahead` up from a dict, so every
-durable write is still one `append_batch` call (docs/performance.md, "encoding ahead").
+stores the events takes them (`take`) and encodes only what was not prepared. When an event that
+cannot be packed follows a run of deltas too short to pack (one or two, as in a step with a short
+answer), those deltas get their unpacked encoding too (`encode_member`): the write still decides
+the packing from the run keys, so that encoding is only used when the write stores them unpacked.
+`Handoff` is the `LiveEncoder` of a backend whose `append_batch` picks a session's `Ahead` up from
+a dict, so every durable write is still one `append_batch` call (docs/performance.md, "encoding
+ahead").
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Final, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from plugins.session.jsonutil import dumps
 
 from .backend import JsonObject, PersistenceBackend
-from .packing import Member, member_of
+from .packing import MIN_RUN, Member, member_of
 
 __all__ = ["Ahead", "Handoff"]
 
@@ -24,7 +28,9 @@ T = TypeVar("T", covariant=True)
 #: The `Ahead` kind a backend's `append_batch` picks up.
 A = TypeVar("A", bound="Ahead[object]")
 
-_NOTHING: Final = (None, None, None)
+#: The unpacked encoding of a packable delta from its member and the JSON of its text
+#: (`packing.member_line` for JSONL).
+EncodeMember = Callable[[JsonObject, Member, str], T]
 
 
 class Ahead(Generic[T]):
@@ -32,14 +38,23 @@ class Ahead(Generic[T]):
     the write that stores them (`take`), possibly on the I/O thread: `deque` appends and pops
     are atomic, and the coordinator never overlaps two writes of one session."""
 
-    __slots__ = ("_encode", "_pack", "_ready")
+    __slots__ = ("_encode", "_encode_member", "_pack", "_ready")
 
-    def __init__(self, encode: Callable[[JsonObject], T], *, pack: bool) -> None:
+    def __init__(
+        self,
+        encode: Callable[[JsonObject], T],
+        *,
+        pack: bool,
+        encode_member: EncodeMember[T] | None = None,
+    ) -> None:
         self._encode = encode
+        self._encode_member = encode_member
         self._pack = pack
-        #: The event, then its encoding (an event stored as it is) or its packing member and
-        #: the JSON of its text (a packable delta, encoded whole only if no run takes it).
-        self._ready: deque[tuple[JsonObject, T | None, Member | None, str | None]] = deque()
+        #: `[event, encoding, member, text]`: the event, then its encoding (an event stored as
+        #: it is) or its packing member and the JSON of its text (a packable delta, whose
+        #: encoding is made only once its run is known to be too short). A list, so that the
+        #: encoding can be filled in while a write on the I/O thread may be taking entries.
+        self._ready: deque[list[Any]] = deque()
 
     def admit(self, event: JsonObject) -> None:
         """Prepare `event` (admitted in seq order); one that does not encode is left to the
@@ -47,22 +62,58 @@ class Ahead(Generic[T]):
         try:
             member = member_of(event) if self._pack else None
             if member is None:
-                self._ready.append((event, self._encode(event), None, None))
+                encoded = self._encode(event)
+                if self._encode_member is not None:
+                    self._encode_short_run()
+                self._ready.append([event, encoded, None, None])
             else:
-                self._ready.append((event, None, member, dumps(member[1])))
+                self._ready.append([event, None, member, dumps(member[1])])
         except Exception:
             return
 
-    def take(self, event: JsonObject) -> tuple[T | None, Member | None, str | None]:
-        """What was prepared for `event` (dropping anything older), else nothing."""
+    def _encode_short_run(self) -> None:
+        """Give the deltas that end the queue their unpacked encoding when their run (the last
+        ones sharing a run key) is too short to pack: an event that is no delta closes it. A
+        write taking entries meanwhile on the I/O thread makes the walk raise, and `admit`
+        leaves the closing event to the write (its bytes are the same either way)."""
         ready = self._ready
-        seq = event["seq"]
-        while ready and ready[0][0]["seq"] < seq:
-            ready.popleft()
-        if ready and ready[0][0] is event:
-            _, encoded, member, text = ready.popleft()
-            return encoded, member, text
-        return _NOTHING
+        run: list[list[Any]] = []
+        key = None
+        for entry in reversed(ready):
+            member = entry[2]
+            if member is None or (key is not None and member[0] != key) or len(run) == MIN_RUN:
+                break
+            key = member[0]
+            run.append(entry)
+        if len(run) < MIN_RUN:
+            encode = self._encode_member
+            assert encode is not None
+            for entry in run:
+                entry[1] = encode(entry[0], entry[2], entry[3])
+
+    def take(
+        self, events: Sequence[JsonObject]
+    ) -> tuple[list[T | None], list[Member | None], list[str | None]]:
+        """What was prepared for each of `events` (in seq order), dropping anything older:
+        their encodings, members and texts, None where nothing was."""
+        ready = self._ready
+        encoded: list[T | None] = []
+        members: list[Member | None] = []
+        texts: list[str | None] = []
+        for event in events:
+            seq = event["seq"]
+            while ready and ready[0][0]["seq"] < seq:
+                ready.popleft()
+            if ready and ready[0][0] is event:
+                _, line, member, text = ready.popleft()
+                encoded.append(line)
+                members.append(member)
+                texts.append(text)
+            else:
+                encoded.append(None)
+                members.append(None)
+                texts.append(None)
+        return encoded, members, texts
 
 
 #: A backend's synchronous live append (`Handoff.append_inline`): True once written durably

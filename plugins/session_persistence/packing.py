@@ -184,6 +184,8 @@ def pack_records(
     or a packed row with the index of its first member. `members[k]` is
     `member_of(events[k])` (made ahead by an encoder that keeps it from when the event was
     admitted)."""
+    if len(members) - members.count(None) < MIN_RUN:
+        return list(range(len(members)))  # no run can be long enough
     records: list[int | tuple[int, JsonObject]] = []
     run: list[int] = []
     texts: list[str] = []

@@ -2,9 +2,9 @@
 
 `batch_text` is the one encoding rule: one line per record, runs of packable deltas as packed
 rows (`packing.pack_records`) when `pack`. `Ahead` keeps what `admit` prepared for each event
-of one live session (its line; for a packable delta its run key and the JSON of its text, from
-which its line is built when no run takes it), so a flush only packs and joins; the bytes are
-the same whether an event was prepared or not (docs/performance.md).
+of one live session (its line; for a packable delta its run key and the JSON of its text, and
+its own line once its run is known to be too short to pack), so a flush only packs and joins;
+the bytes are the same whether an event was prepared or not (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -25,22 +25,22 @@ class Ahead(ahead.Ahead[str]):
     __slots__ = ()
 
     def __init__(self, *, pack: bool) -> None:
-        super().__init__(dumps, pack=pack)
+        super().__init__(dumps, pack=pack, encode_member=member_line)
 
 
 def batch_text(events: Sequence[JsonObject], *, pack: bool, ahead: Ahead | None = None) -> str:
     """The lines of one durable batch, each ended by a newline; `ahead` supplies what was
     prepared (an event without it is encoded here)."""
-    lines: list[str | None] = []
-    members: list[Member | None] = []
-    texts: list[str | None] = []
-    for event in events:
-        line, member, text = (None, None, None) if ahead is None else ahead.take(event)
-        if line is None and member is None and pack:
-            member = member_of(event)
-        lines.append(line)
-        members.append(member)
-        texts.append(text)
+    if ahead is None:
+        lines: list[str | None] = [None] * len(events)
+        members: list[Member | None] = [None] * len(events)
+        texts: list[str | None] = [None] * len(events)
+    else:
+        lines, members, texts = ahead.take(events)
+    if pack:
+        for index, line in enumerate(lines):
+            if line is None and members[index] is None:
+                members[index] = member_of(events[index])
     out: list[str] = []
     if not pack:
         out.extend(dumps(events[k]) if line is None else line for k, line in enumerate(lines))

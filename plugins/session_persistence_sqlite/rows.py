@@ -247,16 +247,15 @@ def _plain_row(event: JsonObject) -> Row:
 def encode_rows(events: Sequence[JsonObject], ahead: Ahead | None = None) -> list[Row]:
     """The `events` rows of one batch, packing runs of >= 3 streaming deltas; `ahead` supplies
     what was prepared (an event without it is encoded here)."""
-    ready: list[Row | None] = []
-    members: list[Member | None] = []
-    texts: list[str | None] = []
-    for event in events:
-        row, member, text = (None, None, None) if ahead is None else ahead.take(event)
-        if row is None and member is None:
-            member = member_of(event)
-        ready.append(row)
-        members.append(member)
-        texts.append(text)
+    if ahead is None:
+        ready: list[Row | None] = [None] * len(events)
+        members: list[Member | None] = [None] * len(events)
+        texts: list[str | None] = [None] * len(events)
+    else:
+        ready, members, texts = ahead.take(events)
+    for index, row in enumerate(ready):
+        if row is None and members[index] is None:
+            members[index] = member_of(events[index])
     if not any(members):  # nothing packable: each event is its own row
         return [
             _event_row(event) if row is None else _compressed(row)

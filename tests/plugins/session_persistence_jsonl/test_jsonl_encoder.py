@@ -20,7 +20,7 @@ import plugins.session_persistence_jsonl.encoder as encoder_module
 from framework import Context
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.config import Config
-from plugins.session_persistence.packing import encode_records
+from plugins.session_persistence.packing import encode_records, member_line
 from plugins.session_persistence.service import mount_persistence
 from plugins.session_persistence_jsonl import JsonlBackend
 from plugins.session_persistence_jsonl.encoder import Ahead, batch_text
@@ -59,16 +59,16 @@ def test_take_skips_older_and_refuses_a_different_object() -> None:
     first, second = event(0, "turn/start", {"turn": 1}), event(1, "step/start", {"turn": 1})
     ahead.admit(first)
     ahead.admit(second)
-    assert ahead.take(dict(second)) == (None, None, None)  # an equal copy was not admitted
-    assert ahead.take(second) == (dumps(second), None, None)
-    assert ahead.take(first) == (None, None, None)  # dropped: older than what was taken
+    assert ahead.take([dict(second)]) == ([None], [None], [None])  # an equal copy was not admitted
+    assert ahead.take([second]) == ([dumps(second)], [None], [None])
+    assert ahead.take([first]) == ([None], [None], [None])  # dropped: older than what was taken
 
 
 def test_admit_leaves_an_unencodable_event_to_the_write() -> None:
     ahead = Ahead(pack=True)
     bad = event(0, "custom/x", {"value": float("nan")})
     ahead.admit(bad)  # no raise: the write raises as it always did
-    assert ahead.take(bad) == (None, None, None)
+    assert ahead.take([bad]) == ([None], [None], [None])
     with pytest.raises(ValueError):
         batch_text([bad], pack=True, ahead=ahead)
 
@@ -77,7 +77,7 @@ def test_a_packable_delta_is_keyed_and_its_text_encoded_at_admission() -> None:
     ahead = Ahead(pack=True)
     delta = chunk(0, 'a"\u2028')
     ahead.admit(delta)
-    line, member, text = ahead.take(delta)
+    (line,), (member,), (text,) = ahead.take([delta])
     assert line is None
     assert member is not None
     assert text == dumps('a"\u2028')
@@ -142,6 +142,41 @@ def test_a_delta_too_few_to_pack_is_written_from_its_prepared_text(
     monkeypatch.setattr(encoder_module, "dumps", counting)
     assert batch_text(events, pack=True, ahead=ahead) == expected
     assert encoded == []
+
+
+def test_a_short_run_closed_by_another_event_gets_its_lines_at_admission(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two deltas then another event: their lines are made when that event is admitted, so
+    the write builds none. A run of three keeps only its texts (it packs); a run closed by a
+    delta of another key (a delta's admission looks at nothing behind it) and a run still open
+    at the write are built there. The bytes are those encoded at the write."""
+    reasoning = chunk(5, "r", kind="reasoning-delta")
+    events = [
+        event(0, "step/start", {"turn": 1, "step": 1}),
+        chunk(1, "a"),
+        chunk(2, "b"),
+        event(3, "step/end", {"turn": 1, "step": 1}),
+        chunk(4, "c"),
+        reasoning,
+        chunk(6, "d"),
+        chunk(7, "e"),
+        chunk(8, "f"),
+        event(9, "step/end", {"turn": 1, "step": 1}),
+        chunk(10, "g"),
+    ]
+    ahead = Ahead(pack=True)
+    for ev in events:
+        ahead.admit(ev)
+    built: list[int] = []
+
+    def counting(ev: dict[str, Any], member: Any, text: str) -> str:
+        built.append(ev["seq"])
+        return member_line(ev, member, text)
+
+    monkeypatch.setattr(encoder_module, "member_line", counting)
+    assert batch_text(events, pack=True, ahead=ahead) == reference(events, True)
+    assert built == [4, 5, 10]
 
 
 @pytest.mark.anyio

@@ -145,7 +145,7 @@ def test_admit_leaves_an_unencodable_event_to_the_write() -> None:
     ahead = Ahead()
     bad = event(0, "custom/x", {"value": float("nan")})
     ahead.admit(bad)  # no raise: the write raises as it always did
-    assert ahead.take(bad) == (None, None, None)
+    assert ahead.take([bad]) == ([None], [None], [None])
     with pytest.raises(ValueError):
         encode_rows([bad], ahead)
 
@@ -155,9 +155,9 @@ def test_take_skips_older_and_refuses_a_different_object() -> None:
     first, second = event(0, "turn/start", {"turn": 1}), event(1, "step/start", {"turn": 1})
     ahead.admit(first)
     ahead.admit(second)
-    assert ahead.take(dict(second)) == (None, None, None)  # an equal copy was not admitted
-    assert ahead.take(second) == (rows_module._event_row(second), None, None)
-    assert ahead.take(first) == (None, None, None)  # dropped: older than what was taken
+    assert ahead.take([dict(second)]) == ([None], [None], [None])  # an equal copy was not admitted
+    assert ahead.take([second]) == ([rows_module._event_row(second)], [None], [None])
+    assert ahead.take([first]) == ([None], [None], [None])  # dropped: older than what was taken
 
 
 @pytest.mark.anyio
@@ -209,7 +209,7 @@ def test_large_data_is_compressed_at_the_write_not_at_admission() -> None:
     big = event(0, "custom/x", {"output": "x" * ZSTD_THRESHOLD})
     ahead = Ahead()
     ahead.admit(big)
-    row, _, _ = ahead.take(big)
+    (row,), _, _ = ahead.take([big])
     assert row is not None
     assert row[3] == dumps(big["data"])  # left as text at admission
     ahead.admit(big)
