@@ -129,3 +129,20 @@ def test_show_tells_the_checkpoint_policy_without_importing_its_barriers(seeded:
         "rich.live",
     )
     assert sorted(loaded.intersection(heavy)) == []
+
+
+def test_the_main_module_runs_as_a_script(dsh: Sandbox) -> None:
+    # `python -m apps.cli.main` stopped on a circular import: the `tools` command's module
+    # imported the options of `apps.cli.main`, which the script had not defined yet.
+    done = subprocess.run(
+        [sys.executable, "-m", "apps.cli.main", "--help"],
+        cwd=dsh.root,
+        env=dsh.env({"COLUMNS": "100"}),
+        text=True,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Usage: dsh [OPTIONS] COMMAND [ARGS]..." in done.stdout
+    assert " tools " in done.stdout
