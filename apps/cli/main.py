@@ -311,7 +311,7 @@ def sessions(
         with ExitStack() as stack:
 
             def progress(total: int) -> Callable[[], None]:
-                if json or not shown.interactive or total < PROGRESS_MIN:
+                if json or total < PROGRESS_MIN or not shown.interactive:
                     return lambda: None
                 from rich.progress import Progress
 
@@ -330,7 +330,7 @@ def sessions(
             for row in rows:
                 print(dumps(row.to_json()))
         elif rows:
-            listing.print_table(shown.out, rows)
+            listing.print_table(shown, rows)
         else:
             shown.deco.print("no sessions stored")
         return OK
