@@ -58,6 +58,8 @@ class Consoles:
     @property
     def interactive(self) -> bool:
         """Whether decorations go to a terminal (spinners and progress bars only then)."""
+        if self._out is None and self._deco is None and _plainly_piped(sys.stdout, sys.stderr):
+            return False
         return self.deco.is_terminal
 
     def plain(self) -> tuple[IO[str], int] | None:
@@ -65,21 +67,25 @@ class Consoles:
         terminal; None on a terminal. A stdout that says it is no tty, with neither variable
         that makes rich call a stream a terminal (`TTY_COMPATIBLE`, `FORCE_COLOR`) set, is
         told without rich; anything else is rich's to tell."""
-        if self._out is None and _plainly_piped():
+        if self._out is None and _plainly_piped(sys.stdout):
             return sys.stdout, PIPE_WIDTH
         out = self.out
         return None if out.is_terminal else (out.file, out.width)
 
 
-def _plainly_piped() -> bool:
-    """Whether rich would surely find stdout no terminal (its own test has more cases)."""
+def _plainly_piped(*streams: IO[str]) -> bool:
+    """Whether rich would surely find none of `streams` a terminal (its own test has more
+    cases)."""
     if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
         return False
-    isatty = getattr(sys.stdout, "isatty", None)
-    try:
-        return isatty is not None and not isatty()
-    except ValueError:  # a closed stream
-        return False
+    for stream in streams:
+        isatty = getattr(stream, "isatty", None)
+        try:
+            if isatty is None or isatty():
+                return False
+        except ValueError:  # a closed stream
+            return False
+    return True
 
 
 def consoles() -> Consoles:

@@ -21,24 +21,29 @@ class Tty(io.StringIO):
 
 
 @pytest.mark.parametrize(
-    ("tty_compatible", "force_color", "tty"),
-    list(itertools.product([UNSET, "0", "1", "x"], [UNSET, "", "1"], [False, True])),
+    ("tty_compatible", "force_color", "out_tty", "err_tty"),
+    list(itertools.product([UNSET, "0", "1", "x"], [UNSET, "", "1"], *[[False, True]] * 2)),
 )
-def test_plain_output_is_what_rich_calls_no_terminal(
+def test_pipes_and_terminals_are_told_as_rich_tells_them(
     monkeypatch: pytest.MonkeyPatch,
     tty_compatible: str | None,
     force_color: str | None,
-    tty: bool,
+    out_tty: bool,
+    err_tty: bool,
 ) -> None:
     for name, value in (("TTY_COMPATIBLE", tty_compatible), ("FORCE_COLOR", force_color)):
         if value is UNSET:
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
-    stdout = Tty() if tty else io.StringIO()
+    stdout = Tty() if out_tty else io.StringIO()
     monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setattr(sys, "stderr", Tty() if err_tty else io.StringIO())
+    out = Console()
+    deco = out if out.is_terminal else Console(stderr=True)
+    assert Consoles().interactive == deco.is_terminal
     plain = Consoles().plain()
-    if Console().is_terminal:
+    if out.is_terminal:
         assert plain is None
     else:
         assert plain == (stdout, PIPE_WIDTH)

@@ -16,6 +16,7 @@ import pytest
 from dsh_sandbox import Sandbox
 from lifecycle_support import make_backend, tool_turn
 
+from apps.cli.main import PROGRESS_MIN
 from plugins.session_persistence.testing import T0
 
 CONFIG = Path(__file__).parents[2] / "config"
@@ -111,6 +112,17 @@ def test_a_listing_on_a_pipe_imports_no_rich(seeded: Sandbox) -> None:
     assert _rich(loaded) == []
     as_json, loaded = _run(seeded, "sessions", "--json")
     assert as_json.returncode == 0, as_json.stderr
+    assert _rich(loaded) == []
+
+
+def test_a_long_listing_off_a_terminal_imports_no_rich(dsh: Sandbox) -> None:
+    # from PROGRESS_MIN sessions on, a listing asks whether stderr could show a progress bar
+    backend = make_backend("jsonl", dsh)
+    for index in range(PROGRESS_MIN):
+        backend.seed(f"s-{index}", tool_turn(0, 1, []), str(dsh.root), T0 + index)
+    done, loaded = _run(dsh, "sessions")
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == PROGRESS_MIN + 1
     assert _rich(loaded) == []
 
 
