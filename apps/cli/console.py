@@ -35,9 +35,9 @@ class Consoles:
     """`out` carries the result (assistant text, tables); `deco` the decorations (tool calls,
     session ids, spinners) — the same console on a terminal, stderr when stdout is piped.
 
-    A console not given is made when first used: importing rich is a tenth of a listing's
-    start-up, and a result written to a pipe as plain text needs none of it
-    (docs/performance.md, "Start-up (P11)")."""
+    A console not given is made when first used: importing rich is 7% of a listing's start-up,
+    and a result written to a pipe as plain text needs none of it (docs/performance.md,
+    "Start-up (P11)")."""
 
     def __init__(self, out: Console | None = None, deco: Console | None = None) -> None:
         self._out = out

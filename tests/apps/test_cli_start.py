@@ -103,7 +103,7 @@ def _rich(loaded: set[str]) -> list[str]:
 
 
 def test_a_listing_on_a_pipe_imports_no_rich(seeded: Sandbox) -> None:
-    # its plain columns are written without a console (rich is a tenth of the start-up)
+    # its plain columns are written without a console (rich is 7% of the start-up)
     done, loaded = _run(seeded, "sessions")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].split() == [
