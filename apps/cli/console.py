@@ -6,17 +6,20 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from dataclasses import dataclass
-
-from rich.console import Console
+from typing import IO, TYPE_CHECKING
 
 from .errors import describe
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: Line width when the output is not a terminal (tables are never squeezed for a pipe).
 PIPE_WIDTH = 1000
 
 
 def _console(*, stderr: bool) -> Console:
+    from rich.console import Console
+
     console = Console(
         stderr=stderr,
         soft_wrap=True,
@@ -28,25 +31,66 @@ def _console(*, stderr: bool) -> Console:
     return console
 
 
-@dataclass(frozen=True)
 class Consoles:
     """`out` carries the result (assistant text, tables); `deco` the decorations (tool calls,
-    session ids, spinners) — the same console on a terminal, stderr when stdout is piped."""
+    session ids, spinners) — the same console on a terminal, stderr when stdout is piped.
 
-    out: Console
-    deco: Console
+    A console not given is made when first used: importing rich is 7% of a listing's start-up,
+    and a result written to a pipe as plain text needs none of it (docs/performance.md,
+    "Start-up (P11)")."""
+
+    def __init__(self, out: Console | None = None, deco: Console | None = None) -> None:
+        self._out = out
+        self._deco = deco
+
+    @property
+    def out(self) -> Console:
+        if self._out is None:
+            self._out = _console(stderr=False)
+        return self._out
+
+    @property
+    def deco(self) -> Console:
+        if self._deco is None:
+            self._deco = self.out if self.out.is_terminal else _console(stderr=True)
+        return self._deco
 
     @property
     def interactive(self) -> bool:
         """Whether decorations go to a terminal (spinners and progress bars only then)."""
+        if self._out is None and self._deco is None and _plainly_piped(sys.stdout, sys.stderr):
+            return False
         return self.deco.is_terminal
+
+    def plain(self) -> tuple[IO[str], int] | None:
+        """Where a result is written as plain text, and the line's width, when `out` is not a
+        terminal; None on a terminal. A stdout that says it is no tty, with neither variable
+        that makes rich call a stream a terminal (`TTY_COMPATIBLE`, `FORCE_COLOR`) set, is
+        told without rich; anything else is rich's to tell."""
+        if self._out is None and _plainly_piped(sys.stdout):
+            return sys.stdout, PIPE_WIDTH
+        out = self.out
+        return None if out.is_terminal else (out.file, out.width)
+
+
+def _plainly_piped(*streams: IO[str]) -> bool:
+    """Whether rich would surely find none of `streams` a terminal (its own test has more
+    cases)."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return False
+    for stream in streams:
+        isatty = getattr(stream, "isatty", None)
+        try:
+            if isatty is None or isatty():
+                return False
+        except ValueError:  # a closed stream
+            return False
+    return True
 
 
 def consoles() -> Consoles:
-    """The consoles for the current stdout/stderr."""
-    out = _console(stderr=False)
-    deco = out if out.is_terminal else _console(stderr=True)
-    return Consoles(out, deco)
+    """The consoles for the current stdout/stderr (each made when first used)."""
+    return Consoles()
 
 
 class OneLineFormatter(logging.Formatter):

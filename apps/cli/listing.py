@@ -19,7 +19,7 @@ from .states import STATES, State, glance
 from .summary import reason_text
 
 if TYPE_CHECKING:
-    from rich.console import Console
+    from .console import Consoles
 
 #: The table's columns; those in `RIGHT` are right-aligned.
 COLUMNS = ("id", "created", "turns", "last turn", "events", "size", "state", "title")
@@ -234,17 +234,21 @@ def plain_lines(table: Sequence[tuple[str, ...]], width: int) -> list[str] | Non
     return lines
 
 
-def print_table(out: Console, rows: Sequence[SessionRow]) -> None:
-    """The listing on `out`: the plain layout when it fits (fast for thousands of rows), else
-    rich's `Table`, which wraps cells to the width. Cell texts are shown verbatim (no markup)."""
+def print_table(shown: Consoles, rows: Sequence[SessionRow]) -> None:
+    """The listing on `shown.out`: the plain layout when it fits (fast for thousands of rows),
+    else rich's `Table`, which wraps cells to the width. Cell texts are shown verbatim (no
+    markup). A plain layout off a terminal is written without rich."""
+    styled = [cells(row) for row in rows]
+    plain = shown.plain()
+    width = shown.out.width if plain is None else plain[1]
+    lines = plain_lines([COLUMNS, *(texts for texts, _ in styled)], width)
+    if lines is not None and plain is not None:
+        plain[0].write("".join(line + "\n" for line in lines))
+        return
     from rich.text import Text
 
-    styled = [cells(row) for row in rows]
-    lines = plain_lines([COLUMNS, *(texts for texts, _ in styled)], out.width)
+    out = shown.out
     if lines is not None:
-        if not out.is_terminal:
-            out.file.write("".join(line + "\n" for line in lines))
-            return
         out.print(Text(lines[0], style="bold"))
         for line, (_, style) in zip(lines[1:], styled, strict=True):
             out.print(Text(line, style=style or ""))

@@ -311,7 +311,7 @@ def sessions(
         with ExitStack() as stack:
 
             def progress(total: int) -> Callable[[], None]:
-                if json or not shown.interactive or total < PROGRESS_MIN:
+                if json or total < PROGRESS_MIN or not shown.interactive:
                     return lambda: None
                 from rich.progress import Progress
 
@@ -330,7 +330,7 @@ def sessions(
             for row in rows:
                 print(dumps(row.to_json()))
         elif rows:
-            listing.print_table(shown.out, rows)
+            listing.print_table(shown, rows)
         else:
             shown.deco.print("no sessions stored")
         return OK
@@ -681,9 +681,20 @@ def export(
     _execute(debug, work)
 
 
-from . import tools_command  # noqa: E402 - it reuses the options defined above
+@app.command()
+def tools(
+    config: Manifest = None, patch: Patches = None, json: Json = False, debug: Debug = False
+) -> None:
+    """List the tools a manifest registers (MCP servers are started to list theirs)."""
 
-app.command(name="tools")(tools_command.tools)
+    async def work() -> int:
+        from . import tools_command
+
+        async with _boot(config, patch) as ctx:
+            infos = tools_command.tool_infos(ctx)
+        return tools_command.print_tools(infos, json=json)
+
+    _execute(debug, work)
 
 
 def main() -> None:
@@ -709,3 +720,7 @@ def _command_name(info: "typer.models.CommandInfo") -> str | None:
     if info.callback is None:
         return None
     return typer.main.get_command_name(info.callback.__name__)
+
+
+if __name__ == "__main__":
+    main()

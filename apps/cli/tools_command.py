@@ -14,7 +14,6 @@ from plugins.session.jsonutil import dumps
 
 from .console import consoles
 from .errors import OK, CliError
-from .main import Debug, Json, Manifest, Patches, _boot, _execute
 
 if TYPE_CHECKING:
     from framework import Context
@@ -75,32 +74,24 @@ def _mcp_tool_type() -> type[McpTool] | None:
     return None if module is None else module.McpTool
 
 
-def tools(
-    config: Manifest = None, patch: Patches = None, json: Json = False, debug: Debug = False
-) -> None:
-    """List the tools a manifest registers (MCP servers are started to list theirs)."""
-
-    async def work() -> int:
-        async with _boot(config, patch) as ctx:
-            infos = tool_infos(ctx)
-        if json:
-            for info in infos:
-                print(dumps(info.to_json()))
-            return OK
-        if not infos:
-            consoles().deco.print("no tools registered")
-            return OK
-        from rich.table import Table
-        from rich.text import Text
-
-        table = Table(box=None, pad_edge=False)
-        for column in ("tool", "source", "read-only", "description"):
-            table.add_column(column)
+def print_tools(infos: list[ToolInfo], *, json: bool) -> int:
+    """The listing: one JSON object per tool, else a table (descriptions shown verbatim)."""
+    if json:
         for info in infos:
-            summary = info.description.strip().splitlines()[0] if info.description.strip() else ""
-            cells = (info.name, info.source_text, "yes" if info.read_only else "no", summary)
-            table.add_row(*(Text(cell) for cell in cells))  # descriptions are not rich markup
-        consoles().out.print(table)
+            print(dumps(info.to_json()))
         return OK
+    if not infos:
+        consoles().deco.print("no tools registered")
+        return OK
+    from rich.table import Table
+    from rich.text import Text
 
-    _execute(debug, work)
+    table = Table(box=None, pad_edge=False)
+    for column in ("tool", "source", "read-only", "description"):
+        table.add_column(column)
+    for info in infos:
+        summary = info.description.strip().splitlines()[0] if info.description.strip() else ""
+        cells = (info.name, info.source_text, "yes" if info.read_only else "no", summary)
+        table.add_row(*(Text(cell) for cell in cells))  # descriptions are not rich markup
+    consoles().out.print(table)
+    return OK

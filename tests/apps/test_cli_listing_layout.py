@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from apps.cli import listing
+from apps.cli.console import Consoles
 from apps.cli.listing import COLUMNS, SessionRow, plain_lines, print_table
 
 ROWS = [
@@ -51,7 +52,7 @@ def test_a_table_wider_than_the_line_or_a_control_character_is_left_to_rich() ->
 
 def _printed(rows: list[SessionRow], width: int) -> str:
     out = io.StringIO()
-    print_table(Console(file=out, width=width, soft_wrap=True, highlight=False), rows)
+    print_table(Consoles(Console(file=out, width=width, soft_wrap=True, highlight=False)), rows)
     return out.getvalue()
 
 
@@ -71,7 +72,7 @@ def test_on_a_terminal_the_plain_layout_keeps_the_row_styles() -> None:
     ]
     out = io.StringIO()
     terminal = Console(file=out, width=200, force_terminal=True, color_system="standard")
-    print_table(terminal, rows)
+    print_table(Consoles(terminal), rows)
     header, ok, bad = out.getvalue().splitlines()
     assert header.startswith("\x1b[1m")  # bold, as rich draws a table's header
     assert "\x1b[31m" in bad  # red: the log cannot be read

@@ -16,6 +16,7 @@ import pytest
 from dsh_sandbox import Sandbox
 from lifecycle_support import make_backend, tool_turn
 
+from apps.cli.main import PROGRESS_MIN
 from plugins.session_persistence.testing import T0
 
 CONFIG = Path(__file__).parents[2] / "config"
@@ -97,13 +98,32 @@ def test_reading_commands_apply_only_the_store(seeded: Sandbox, args: list[str])
     assert (seeded.root / "probe-mark").read_text() == "applied"
 
 
-def test_a_listing_on_a_pipe_draws_no_rich_table(seeded: Sandbox) -> None:
+def _rich(loaded: set[str]) -> list[str]:
+    return sorted(name for name in loaded if name.split(".")[0] == "rich")
+
+
+def test_a_listing_on_a_pipe_imports_no_rich(seeded: Sandbox) -> None:
+    # its plain columns are written without a console (rich is 7% of the start-up)
     done, loaded = _run(seeded, "sessions")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].split() == [
         *("id", "created", "turns", "last", "turn", "events", "size", "state", "title")
     ]
-    assert "rich.table" not in loaded
+    assert _rich(loaded) == []
+    as_json, loaded = _run(seeded, "sessions", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert _rich(loaded) == []
+
+
+def test_a_long_listing_off_a_terminal_imports_no_rich(dsh: Sandbox) -> None:
+    # from PROGRESS_MIN sessions on, a listing asks whether stderr could show a progress bar
+    backend = make_backend("jsonl", dsh)
+    for index in range(PROGRESS_MIN):
+        backend.seed(f"s-{index}", tool_turn(0, 1, []), str(dsh.root), T0 + index)
+    done, loaded = _run(dsh, "sessions")
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == PROGRESS_MIN + 1
+    assert _rich(loaded) == []
 
 
 def test_an_mcp_row_is_neither_imported_nor_started_to_list_sessions(seeded: Sandbox) -> None:
@@ -129,3 +149,20 @@ def test_show_tells_the_checkpoint_policy_without_importing_its_barriers(seeded:
         "rich.live",
     )
     assert sorted(loaded.intersection(heavy)) == []
+
+
+def test_the_main_module_runs_as_a_script(dsh: Sandbox) -> None:
+    # `python -m apps.cli.main` stopped on a circular import: the `tools` command's module
+    # imported the options of `apps.cli.main`, which the script had not defined yet.
+    done = subprocess.run(
+        [sys.executable, "-m", "apps.cli.main", "--help"],
+        cwd=dsh.root,
+        env=dsh.env({"COLUMNS": "100"}),
+        text=True,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Usage: dsh [OPTIONS] COMMAND [ARGS]..." in done.stdout
+    assert " tools " in done.stdout
