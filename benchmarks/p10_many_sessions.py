@@ -2,7 +2,7 @@
 model without delay, one tool call per turn, the checkpoint policy on), on JSONL, SQLite and
 PostgreSQL, against LangGraph's async SQLite and Postgres savers under the same concurrency.
 
-Ours: every session runs `TURNS` turns of two steps each (a tool call, then a text answer), all
+Ours: every session runs `TURNS` turn(s) of two steps each (a tool call, then a text answer), all
 sessions concurrently on one event loop. Measured: durable steps per second (wall time of the
 whole run), the latency of each checkpoint (from the policy's `checkpoint/flushed` events),
 and commits per checkpoint (SQLite: the COMMITs its connection runs, one per group of sessions'
@@ -17,6 +17,12 @@ threads each running `TURNS` turns, all concurrently, checkpointed by `AsyncSqli
 `synchronous_commit=on`). A step is one model call (two per turn, as ours); checkpoint latency is
 each `aput`; commits are `aput` plus `aput_writes` calls (each autocommits).
 
+Rounds: LangGraph's throughput moved by a third between two runs minutes apart on the shared VM,
+so a single run's ratio says little. Each concurrency level runs `ROUNDS` rounds, each on fresh
+storage; a round runs every engine once, ours and LangGraph's side by side (ours first in odd
+rounds, LangGraph first in even ones). A row of the result is the median of its engine's rounds,
+and a ratio is the median of the rounds' ratios, each taken within one round.
+
 PostgreSQL: `$DSH_POSTGRES_DSN`, else `$DSH_TEST_POSTGRES_DSN`, else the local test server; the
 PostgreSQL rows are skipped when no server answers. Both peers need the `bench` extra.
 """
@@ -28,7 +34,7 @@ import secrets
 import statistics
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +58,10 @@ from framework import Context
 from plugins.tools import Tool
 
 CONCURRENCY = (100, 1000)
-TURNS = 2
+#: Turns per session in one round (each round's sessions are new; see the module docstring).
+TURNS = 1
+#: Rounds per concurrency level; rows and ratios are medians over them.
+ROUNDS = 3
 POOL = 10
 DSN = (
     os.environ.get("DSH_POSTGRES_DSN")
@@ -85,6 +94,8 @@ class Outcome:
     checkpoints: int
     commits: int
     latencies_ms: list[float] = field(default_factory=list)
+    #: Which round of its concurrency level (`measure`).
+    round: int = 0
 
     def to_json(self) -> dict[str, object]:
         ordered = sorted(self.latencies_ms) or [0.0]
@@ -316,33 +327,117 @@ async def private_schema() -> AsyncIterator[str]:
 
 
 async def measure(
-    concurrency: tuple[int, ...] = CONCURRENCY, *, peers: bool = True
+    concurrency: tuple[int, ...] = CONCURRENCY, *, peers: bool = True, rounds: int = ROUNDS
 ) -> list[Outcome]:
-    """Every engine at every concurrency; `peers=False` measures ours only (no `bench` extra)."""
+    """Every engine at every concurrency, `rounds` times (see the module docstring);
+    `peers=False` measures ours only (no `bench` extra)."""
     outcomes: list[Outcome] = []
     postgres = postgres_error() is None
     for sessions in concurrency:
-        with tempfile.TemporaryDirectory(prefix="dsh-p10-") as directory:
-            os.chmod(directory, 0o700)
-            root = Path(directory)
-            jsonl = {"root": str(root / "jsonl"), "compression": "none"}
-            async with stack(plugins.session_persistence_jsonl, jsonl) as ctx:
-                outcomes.append(await run_ours("jsonl", ctx, sessions, directory))
+        for index in range(rounds):
+            peer_first = index % 2 == 1
+            found = await one_round(sessions, peers=peers, postgres=postgres, peer_first=peer_first)
+            for outcome in found:
+                outcome.round = index
+            outcomes += found
+    return outcomes
+
+
+async def one_round(
+    sessions: int, *, peers: bool, postgres: bool, peer_first: bool
+) -> list[Outcome]:
+    """Every engine once at `sessions`, on fresh storage; each of ours beside its peer, in the
+    order `peer_first` says."""
+    outcomes: list[Outcome] = []
+    with tempfile.TemporaryDirectory(prefix="dsh-p10-") as directory:
+        os.chmod(directory, 0o700)
+        root = Path(directory)
+        jsonl = {"root": str(root / "jsonl"), "compression": "none"}
+        async with stack(plugins.session_persistence_jsonl, jsonl) as ctx:
+            outcomes.append(await run_ours("jsonl", ctx, sessions, directory))
+
+        async def ours_sqlite() -> Outcome:
             sqlite_config = {"path": str(root / "sessions.sqlite3")}
             async with stack(plugins.session_persistence_sqlite, sqlite_config) as ctx:
-                outcomes.append(await run_ours("sqlite", ctx, sessions, directory))
-            if peers:
-                outcomes.append(await langgraph_sqlite(root / "langgraph.sqlite3", sessions))
-        if not postgres:
-            continue
+                return await run_ours("sqlite", ctx, sessions, directory)
+
+        async def peer_sqlite() -> Outcome:
+            return await langgraph_sqlite(root / "langgraph.sqlite3", sessions)
+
+        outcomes += await side_by_side(ours_sqlite, peer_sqlite if peers else None, peer_first)
+    if not postgres:
+        return outcomes
+
+    async def ours_postgres() -> Outcome:
         async with private_schema() as schema:
             config = {"dsn": DSN, "schema": schema}
             async with stack(plugins.session_persistence_postgres, config) as ctx:
-                outcomes.append(await run_ours("postgres", ctx, sessions, "/p10"))
-        if peers:
-            async with private_schema() as schema:
-                outcomes.append(await langgraph_postgres(schema, sessions))
+                return await run_ours("postgres", ctx, sessions, "/p10")
+
+    async def peer_postgres() -> Outcome:
+        async with private_schema() as schema:
+            return await langgraph_postgres(schema, sessions)
+
+    outcomes += await side_by_side(ours_postgres, peer_postgres if peers else None, peer_first)
     return outcomes
+
+
+async def side_by_side(
+    ours: Callable[[], Awaitable[Outcome]],
+    peer: Callable[[], Awaitable[Outcome]] | None,
+    peer_first: bool,
+) -> list[Outcome]:
+    """Ours and its peer (when measured) one after the other, ours first unless `peer_first`."""
+    if peer is None:
+        return [await ours()]
+    if peer_first:
+        first = await peer()
+        return [await ours(), first]
+    return [await ours(), await peer()]
+
+
+def summarize(
+    outcomes: list[Outcome],
+) -> tuple[list[dict[str, object]], dict[str, float], dict[str, list[float]]]:
+    """One row per engine and concurrency, each figure the median of its rounds (the rounds'
+    steps/s beside it); the ratios ours / LangGraph, each the median of the ratios taken within
+    one round; and those per-round ratios."""
+    rows: dict[tuple[str, int], list[dict[str, object]]] = {}
+    speed: dict[tuple[str, int, int], float] = {}
+    for outcome in outcomes:
+        rows.setdefault((outcome.engine, outcome.sessions), []).append(outcome.to_json())
+        speed[outcome.engine, outcome.sessions, outcome.round] = outcome.steps / outcome.seconds
+    ratios: dict[str, float] = {}
+    per_round: dict[str, list[float]] = {}
+    for ours, peer in (("sqlite", "langgraph-sqlite"), ("postgres", "langgraph-postgres")):
+        for sessions in sorted({o.sessions for o in outcomes}):
+            paired = [
+                round(speed[ours, sessions, r] / speed[peer, sessions, r], 2)
+                for r in sorted({o.round for o in outcomes})
+                if (ours, sessions, r) in speed and (peer, sessions, r) in speed
+            ]
+            if paired:
+                key = f"{ours}/{peer}@{sessions}"
+                ratios[key] = statistics.median(paired)
+                per_round[key] = paired
+    return [median_row(found) for found in rows.values()], ratios, per_round
+
+
+def median_row(rounds: list[dict[str, object]]) -> dict[str, object]:
+    """The rounds of one engine at one concurrency as one row: every figure their median."""
+    row = dict(rounds[0])
+    for key in (
+        "seconds",
+        "durable_steps_per_s",
+        "commits",
+        "commits_per_checkpoint",
+        "checkpoint_p50_ms",
+        "checkpoint_p99_ms",
+    ):
+        row[key] = round(statistics.median(float(str(r[key])) for r in rounds), 3)
+    row["rounds"] = len(rounds)
+    row["round_steps_per_s"] = [r["durable_steps_per_s"] for r in rounds]
+    return row
 
 
 async def langgraph_sqlite(path: Path, sessions: int) -> Outcome:
@@ -391,25 +486,21 @@ def main() -> list[dict[str, object]]:
     else:
         peers = True
     found = anyio.run(lambda: measure(CONCURRENCY, peers=peers), backend="asyncio")
-    outcomes = [o.to_json() for o in found]
-    print("\np10_many_sessions: concurrent sessions, policy on (replay model, one tool per turn)")
+    outcomes, ratios, per_round = summarize(found)
+    print(
+        "\np10_many_sessions: concurrent sessions, policy on (replay model, one tool per turn);"
+        f" medians of {ROUNDS} rounds"
+    )
     header = f"{'engine':<20} {'sessions':>8} {'steps/s':>10} {'p50 ms':>9} {'p99 ms':>9}"
-    print(f"{header} {'commits/ckpt':>13}")
+    print(f"{header} {'commits/ckpt':>13}  rounds' steps/s")
     for o in outcomes:
         print(
             f"{o['engine']!s:<20} {o['sessions']!s:>8} {o['durable_steps_per_s']!s:>10} "
             f"{o['checkpoint_p50_ms']!s:>9} {o['checkpoint_p99_ms']!s:>9} "
-            f"{o['commits_per_checkpoint']!s:>13}"
+            f"{o['commits_per_checkpoint']!s:>13}  {o['round_steps_per_s']}"
         )
-    by_key = {(o["engine"], o["sessions"]): o for o in outcomes}
-    ratios: dict[str, float] = {}
-    for ours, peer in (("sqlite", "langgraph-sqlite"), ("postgres", "langgraph-postgres")):
-        for sessions in CONCURRENCY:
-            a, b = by_key.get((ours, sessions)), by_key.get((peer, sessions))
-            if a and b:
-                speed = float(str(a["durable_steps_per_s"])) / float(str(b["durable_steps_per_s"]))
-                ratios[f"{ours}/{peer}@{sessions}"] = round(speed, 2)
-    print("throughput ratios (ours / LangGraph):", ratios)
+    print("throughput ratios (ours / LangGraph, medians of the rounds):", ratios)
+    print("  each round's:", per_round)
     import json
 
     RESULTS.mkdir(exist_ok=True)
@@ -418,8 +509,10 @@ def main() -> list[dict[str, object]]:
         "title": "concurrent sessions: durable steps/s, checkpoint latency, commits per checkpoint",
         "machine": machine(),
         "turns_per_session": TURNS,
+        "rounds": ROUNDS,
         "outcomes": outcomes,
         "throughput_ratios": ratios,
+        "throughput_ratio_rounds": per_round,
     }
     (RESULTS / "p10_many_sessions.json").write_text(json.dumps(payload, indent=2) + "\n")
     print(f"(p10 took {time.perf_counter() - started:.1f} s)")

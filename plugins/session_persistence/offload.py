@@ -44,14 +44,37 @@ IDLE_SECONDS = 30.0
 GROUP_MAX = 512
 
 
-def _waker() -> Callable[[Callable[[], object]], object]:
-    """A thread-safe "run this soon on the current loop" for the running async library."""
+#: What a caller waits on: an asyncio future, or on trio an `anyio.Event`.
+Done = asyncio.Future[None] | anyio.Event
+#: A loop's thread-safe "run `fn(*args)` soon" (`call_soon_threadsafe`, `run_sync_soon`).
+Wake = Callable[..., object]
+
+
+def _signal() -> tuple[Done, Wake]:
+    """What a caller on the running loop waits on, and that loop's thread-safe wake. On
+    asyncio a bare future: an `anyio.Event` wraps an `asyncio.Event` around one, and a waiting
+    call's objects live, and are traversed by the garbage collector, for as long as it waits
+    (docs/performance.md)."""
     try:
-        return asyncio.get_running_loop().call_soon_threadsafe
+        loop = asyncio.get_running_loop()
     except RuntimeError:  # no asyncio loop: anyio runs on trio
         import trio
 
-        return trio.lowlevel.current_trio_token().run_sync_soon
+        return anyio.Event(), trio.lowlevel.current_trio_token().run_sync_soon
+    return loop.create_future(), loop.call_soon_threadsafe
+
+
+def _release(done: Done) -> None:
+    if isinstance(done, asyncio.Future):
+        if not done.done():  # a task cancelled outside anyio cancelled its future
+            done.set_result(None)
+    else:
+        done.set()
+
+
+def _release_all(dones: Sequence[Done]) -> None:
+    for done in dones:
+        _release(done)
 
 
 class Call(Generic[T]):
@@ -65,8 +88,7 @@ class Call(Generic[T]):
         self.fn = fn
         self.group = group
         self.clock = clock
-        self.done = anyio.Event()
-        self.wake = _waker()
+        self.done, self.wake = _signal()
         self.result: T | None = None
         self.error: BaseException | None = None
         #: How long `fn` ran, when a `clock` was given.
@@ -82,8 +104,20 @@ class Call(Generic[T]):
         if self.clock is not None:
             self.elapsed = self.clock() - start
 
-    def finish(self) -> None:
-        self.wake(self.done.set)
+
+def _finish(calls: Sequence[Call[Any]]) -> None:
+    """Wake the callers of `calls`, in order, with one hand-off per loop for a whole group: each
+    hand-off is a loop callback and a wake-up write, a system call that releases the GIL
+    (docs/performance.md)."""
+    if len(calls) == 1:
+        call = calls[0]
+        call.wake(_release, call.done)
+        return
+    dones: dict[Wake, list[Done]] = {}
+    for call in calls:
+        dones.setdefault(call.wake, []).append(call.done)
+    for wake, waiting in dones.items():
+        wake(_release_all, waiting)
 
 
 #: Runs a group of calls as one unit (see the module docstring).
@@ -144,8 +178,9 @@ class IoThread:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
                 self._thread.start()
+        done = call.done
         with anyio.CancelScope(shield=True):
-            await call.done.wait()
+            await (done if isinstance(done, asyncio.Future) else done.wait())
         if gate is not None:
             gate.record(call.elapsed)
         if call.error is not None:
@@ -226,8 +261,7 @@ class IoThread:
             else:
                 self._run_group(calls)
             self._finished += len(calls)
-            for done in calls:
-                done.finish()
+            _finish(calls)
             if carry is None and self._closing and self._exit_if_idle():
                 return
 

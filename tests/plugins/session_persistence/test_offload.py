@@ -175,3 +175,80 @@ async def test_close_while_busy_finishes_the_queue_then_lets_the_thread_go() -> 
     else:
         raise AssertionError("the closed thread is still alive")
     assert await io.run(lambda: 7) == 7
+
+
+async def test_a_group_wakes_its_callers_with_one_hand_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every hand-off to the loop is a callback and a wake-up write: a group of calls that
+    # finished together wakes all its callers with one.
+    hand_offs: list[object] = []
+    counted: dict[offload.Wake, offload.Wake] = {}
+    signal = offload._signal
+
+    def counting_signal() -> tuple[offload.Done, offload.Wake]:
+        done, wake = signal()
+
+        def counting(*args: object) -> object:
+            hand_offs.append(args)
+            return wake(*args)
+
+        return done, counted.setdefault(wake, counting)
+
+    monkeypatch.setattr(offload, "_signal", counting_signal)
+
+    def runner(calls: Sequence[offload.Call[Any]]) -> None:
+        for call in calls:
+            call.execute()
+
+    io = IoThread("test", group=runner)
+    started, release = threading.Event(), threading.Event()
+
+    def block() -> str:
+        started.set()
+        release.wait(10)
+        return "block"
+
+    results: list[str] = []
+
+    async def submit(fn: Callable[[], str]) -> None:
+        results.append(await io.run(fn, group=True))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit, block)
+        await anyio.to_thread.run_sync(started.wait, 10)
+        for name in ("a", "b", "c"):
+            tg.start_soon(submit, partial(str, name))
+            await anyio.wait_all_tasks_blocked()
+        release.set()
+    assert sorted(results) == ["a", "b", "block", "c"]
+    assert len(hand_offs) == 2  # "block" alone, then the group of three
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_caller_cancelled_outside_anyio_leaves_the_thread_working() -> None:
+    # asyncio's own `Task.cancel` cancels the future the caller waits on (anyio's shield only
+    # holds anyio's cancellations); finishing that call later must not fail on the loop.
+    import asyncio
+
+    failures: list[dict[str, Any]] = []
+    asyncio.get_running_loop().set_exception_handler(
+        lambda _loop, context: failures.append(context)
+    )
+    io = IoThread("test")
+    started, release = threading.Event(), threading.Event()
+
+    def held() -> str:
+        started.set()
+        release.wait(10)
+        return "held"
+
+    task = asyncio.ensure_future(io.run(held))
+    await anyio.to_thread.run_sync(started.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    release.set()
+    assert await io.run(lambda: 7) == 7
+    await anyio.sleep(0.01)
+    assert failures == []
