@@ -22,9 +22,10 @@ from plugins.session.jsonutil import dumps
 from .backend import JsonObject, PersistenceBackend
 from .packing import MIN_RUN, Member, member_of
 
-__all__ = ["Ahead", "Handoff"]
+__all__ = ["Ahead", "Handoff", "prepared"]
 
 T = TypeVar("T", covariant=True)
+E = TypeVar("E")
 #: The `Ahead` kind a backend's `append_batch` picks up.
 A = TypeVar("A", bound="Ahead[object]")
 
@@ -114,6 +115,26 @@ class Ahead(Generic[T]):
                 members.append(None)
                 texts.append(None)
         return encoded, members, texts
+
+
+#: What a write has for each event of its batch: encodings, packing members, texts of deltas.
+Prepared = tuple[list[E | None], list[Member | None], list[str | None]]
+
+
+def prepared(events: Sequence[JsonObject], ahead: Ahead[E] | None, *, pack: bool) -> Prepared[E]:
+    """What `ahead` prepared for `events` (nothing without it), and, when `pack`, the packing
+    member of each event that has neither: the one start of every backend's batch encoding."""
+    if ahead is None:
+        encoded: list[E | None] = [None] * len(events)
+        members: list[Member | None] = [None] * len(events)
+        texts: list[str | None] = [None] * len(events)
+    else:
+        encoded, members, texts = ahead.take(events)
+    if pack:
+        for index, ready in enumerate(encoded):
+            if ready is None and members[index] is None:
+                members[index] = member_of(events[index])
+    return encoded, members, texts
 
 
 #: A backend's synchronous live append (`Handoff.append_inline`): True once written durably

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import ahead
+from plugins.session_persistence.ahead import prepared
 from plugins.session_persistence.backend import JsonObject
-from plugins.session_persistence.packing import Member, member_line, member_of, pack_records
+from plugins.session_persistence.packing import member_line, pack_records
 
 __all__ = ["Ahead", "batch_text"]
 
@@ -31,16 +32,7 @@ class Ahead(ahead.Ahead[str]):
 def batch_text(events: Sequence[JsonObject], *, pack: bool, ahead: Ahead | None = None) -> str:
     """The lines of one durable batch, each ended by a newline; `ahead` supplies what was
     prepared (an event without it is encoded here)."""
-    if ahead is None:
-        lines: list[str | None] = [None] * len(events)
-        members: list[Member | None] = [None] * len(events)
-        texts: list[str | None] = [None] * len(events)
-    else:
-        lines, members, texts = ahead.take(events)
-    if pack:
-        for index, line in enumerate(lines):
-            if line is None and members[index] is None:
-                members[index] = member_of(events[index])
+    lines, members, texts = prepared(events, ahead, pack=pack)
     out: list[str] = []
     if not pack:
         out.extend(dumps(events[k]) if line is None else line for k, line in enumerate(lines))
@@ -56,8 +48,8 @@ def batch_text(events: Sequence[JsonObject], *, pack: bool, ahead: Ahead | None 
         else:
             start, row = record
             data = row["data"]
-            prepared = texts[start : start + len(data["texts" if "texts" in data else "args"])]
-            out.append(dumps(row) if None in prepared else _row_line(row, prepared))
+            ready = texts[start : start + len(data["texts" if "texts" in data else "args"])]
+            out.append(dumps(row) if None in ready else _row_line(row, ready))
     out.append("")
     return "\n".join(out)
 

@@ -31,6 +31,7 @@ import zstandard
 
 from plugins.session.jsonutil import dumps, loads
 from plugins.session_persistence import ahead
+from plugins.session_persistence.ahead import prepared
 from plugins.session_persistence.packing import (
     CHUNK_TAGS,
     MIN_RUN,
@@ -39,7 +40,6 @@ from plugins.session_persistence.packing import (
     decode_record,
     encode_records,
     member_data,
-    member_of,
     pack_records,
 )
 from plugins.session_persistence.records import RecordSequence
@@ -247,15 +247,7 @@ def _plain_row(event: JsonObject) -> Row:
 def encode_rows(events: Sequence[JsonObject], ahead: Ahead | None = None) -> list[Row]:
     """The `events` rows of one batch, packing runs of >= 3 streaming deltas; `ahead` supplies
     what was prepared (an event without it is encoded here)."""
-    if ahead is None:
-        ready: list[Row | None] = [None] * len(events)
-        members: list[Member | None] = [None] * len(events)
-        texts: list[str | None] = [None] * len(events)
-    else:
-        ready, members, texts = ahead.take(events)
-    for index, row in enumerate(ready):
-        if row is None and members[index] is None:
-            members[index] = member_of(events[index])
+    ready, members, texts = prepared(events, ahead, pack=True)
     if not any(members):  # nothing packable: each event is its own row
         return [
             _event_row(event) if row is None else _compressed(row)
