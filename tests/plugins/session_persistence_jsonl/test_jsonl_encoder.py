@@ -4,6 +4,8 @@ flush that only joins what its events' admission prepared."""
 from __future__ import annotations
 
 import threading
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +179,39 @@ def test_a_short_run_closed_by_another_event_gets_its_lines_at_admission(
     monkeypatch.setattr(encoder_module, "member_line", counting)
     assert batch_text(events, pack=True, ahead=ahead) == reference(events, True)
     assert built == [4, 5, 10]
+
+
+class TakenDuringTheWalk(deque[list[Any]]):
+    """A queue from which the I/O thread takes the head while the loop walks it backwards."""
+
+    def __reversed__(self) -> Iterator[list[Any]]:
+        walk = super().__reversed__()
+        self.popleft()
+        return walk
+
+
+def test_a_write_taking_entries_during_the_short_run_walk_costs_no_bytes() -> None:
+    """The walk that encodes a closed short run meets a queue the I/O thread just changed:
+    the closing event is left to the write, which encodes it there, and the bytes are the
+    same as encoding everything at the write."""
+    events = [event(0, "step/start", {"turn": 1, "step": 1}), chunk(1, "a"), chunk(2, "b")]
+    closing = event(3, "step/end", {"turn": 1, "step": 1})
+    ahead = Ahead(pack=True)
+    for ev in events:
+        ahead.admit(ev)
+    racing = TakenDuringTheWalk(ahead._ready)
+    ahead._ready = racing
+    ahead.admit(closing)  # the walk raises inside admit, which must not
+    assert [entry[0]["seq"] for entry in racing] == [1, 2]  # nothing admitted for seq 3
+    rest = [*events[1:], closing]
+    encoded, _, _ = ahead.take(rest)
+    assert encoded[-1] is None  # the write encodes the closing event itself
+    ahead = Ahead(pack=True)
+    for ev in events:
+        ahead.admit(ev)
+    ahead._ready = TakenDuringTheWalk(ahead._ready)
+    ahead.admit(closing)
+    assert batch_text(rest, pack=True, ahead=ahead) == reference(rest, True)
 
 
 @pytest.mark.anyio
