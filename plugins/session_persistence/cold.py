@@ -105,12 +105,17 @@ class ColdStore:
 
     # -- reading and checking -------------------------------------------------------------------
 
-    def check(self, session_id: str, stored: StoredLog) -> tuple[StoredLog, list[JsonObject]]:
-        """A log as the backend read it, upgraded (docs/legacy-logs.md) and checked, and the
-        closers that balance it. One walk over its plain events decodes each once and keeps
-        none, unless an upgrade changes one (docs/performance.md). What the walk meets is
-        raised in the order of the rules: the legacy refusals first (anywhere in the log),
-        then the format refusals, then validation (docs/event-log.md)."""
+    def check(
+        self, session_id: str, stored: StoredLog | None
+    ) -> tuple[StoredLog, list[JsonObject]]:
+        """A log as the backend read it (None: `SessionNotFoundError`), upgraded
+        (docs/legacy-logs.md) and checked, and the closers that balance it. One walk over its
+        plain events decodes each once and keeps none, unless an upgrade changes one
+        (docs/performance.md). What the walk meets is raised in the order of the rules: the
+        legacy refusals first (anywhere in the log), then the format refusals, then validation
+        (docs/event-log.md)."""
+        if stored is None:
+            raise SessionNotFoundError(session_id)
         meta = stored.meta
         location = self.backend.locate(meta)
         check_readable(session_id, meta, location)
@@ -125,7 +130,10 @@ class ColdStore:
         turn = TurnFold()
         for index, event in plain_events(stored.events):
             if upgrade is not None:
-                event = upgrade.add(index, event)
+                upgraded = upgrade.add(index, event)
+                if upgraded is not event and validator is not None:
+                    validator.events = upgrade.events  # the first change made them a list
+                event = upgraded
             if unknown is not None:
                 continue
             try:
@@ -135,8 +143,6 @@ class ColdStore:
                 continue
             if validator is None:
                 continue
-            if upgrade is not None:
-                validator.events = upgrade.events
             try:
                 validator.check(index, event)
             except Exception as error:
@@ -167,11 +173,8 @@ class ColdStore:
         return stored
 
     async def read_checked(self, session_id: str) -> tuple[StoredLog, list[JsonObject]]:
-        """`check` of the stored log, or `SessionNotFoundError`."""
-        stored = await self.backend.load_stored(session_id)
-        if stored is None:
-            raise SessionNotFoundError(session_id)
-        return self.check(session_id, stored)
+        """`check` of the stored log."""
+        return self.check(session_id, await self.backend.load_stored(session_id))
 
     def cached(self, session_id: str) -> bool:
         """Whether a preparation of `session_id` is remembered (`prepared` checks it)."""
@@ -204,8 +207,6 @@ class ColdStore:
 
     def _prepare(self, session_id: str, stored: StoredLog | None) -> Prepared:
         """Validate and balance a log the backend read (rule 4)."""
-        if stored is None:
-            raise SessionNotFoundError(session_id)
         stored, closers = self.check(session_id, stored)
         return Prepared(
             stored.meta,

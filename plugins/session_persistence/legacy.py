@@ -1,11 +1,12 @@
 """Logs of older releases of the original harness: refused content and in-memory upgrades.
 
-`upgrade_stored` runs on every stored log the coordinator reads, before any validation
-(docs/legacy-logs.md). It first refuses the legacy content this build cannot replay, then
-rewrites the obsolete shapes it can, event by event in log order, into their current form. The
-upgrade lives in memory only: nothing is written back, and an event that needs none is returned
-as the very same object. A shape that looks legacy but is malformed is refused, never guessed
-at. Upgraded objects keep their stored key order and append new keys after it.
+Every stored log the coordinator reads is upgraded before it is validated: by `upgrade_stored`, or,
+in a cold prepare's one walk, event by event with `Upgrade` (docs/legacy-logs.md). It first refuses
+the legacy content this build cannot replay, then rewrites the obsolete shapes it can, event by
+event in log order, into their current form. The upgrade lives in memory only: nothing is written
+back, and an event that needs none is returned as the very same object. A shape that looks legacy
+but is malformed is refused, never guessed at. Upgraded objects keep their stored key order and
+append new keys after it.
 
 Pure: no I/O, and the stored events are never mutated.
 """
