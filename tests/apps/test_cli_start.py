@@ -8,14 +8,17 @@ the whole manifest, applies it).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 from dsh_sandbox import Sandbox
 from lifecycle_support import make_backend, tool_turn
 
+from apps.cli.errors import FAILED
 from apps.cli.main import PROGRESS_MIN
 from plugins.session_persistence.testing import T0
 
@@ -124,6 +127,20 @@ def test_a_long_listing_off_a_terminal_imports_no_rich(dsh: Sandbox) -> None:
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == PROGRESS_MIN + 1
     assert _rich(loaded) == []
+
+
+@pytest.mark.parametrize("json", [False, True])
+def test_a_listing_whose_reader_has_gone_stops_quietly(seeded: Sandbox, json: bool) -> None:
+    # the plain columns go to stdout without rich: a closed pipe still ends the command as
+    # any closed stdout does (FAILED, nothing on stderr)
+    read, write = os.pipe()
+    os.close(read)  # `dsh sessions | true`
+    try:
+        done = seeded.start("sessions", *(["--json"] if json else []), stdout=write, stderr=PIPE)
+    finally:
+        os.close(write)
+    _, err = done.communicate(timeout=60)
+    assert (done.returncode, err) == (FAILED, "")
 
 
 def test_an_mcp_row_is_neither_imported_nor_started_to_list_sessions(seeded: Sandbox) -> None:
