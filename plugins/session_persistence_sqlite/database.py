@@ -5,7 +5,8 @@ The folder, the file and its side files follow the storage rule of
 opens it; neither is ever a symbolic link). Every pragma is set and read back;
 switching the journal mode is retried every 10 ms while another connection holds the database,
 up to the busy timeout. The schema is created in one transaction on an empty database and
-checked (`application_id`, `user_version`) on every open.
+checked (`application_id`, `user_version`) on every open. In WAL mode the WAL's blocks are then
+reserved (`walspace`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from urllib.parse import quote
 from plugins.session_persistence import fsguard
 from plugins.session_persistence.errors import SessionPersistenceError
 from plugins.session_persistence.home import dsh_home
+from plugins.session_persistence_sqlite.walspace import reserve_wal
 
 __all__ = [
     "APPLICATION_ID",
@@ -213,6 +215,8 @@ def open_database(
         _journal_mode(connection, path, journal_mode, busy_timeout_ms)
         _pragma(connection, path, "synchronous", 2)
         store_id = _ensure_schema(connection, path)
+        if journal_mode == "wal":
+            reserve_wal(connection, str(path))
     except BaseException:
         connection.close()
         raise
