@@ -191,3 +191,26 @@ async def test_release_leaves_a_log_that_changed_under_it_alone(tmp_path: Path) 
     assert ops.truncates == 0
     assert os.stat(path).st_size == size
     await b.aclose()
+
+
+def _tmpfs_dir() -> str | None:
+    """A tmpfs mount point to write in, if there is one."""
+    with open("/proc/mounts") as mounts:
+        for line in mounts:
+            _, point, kind, *_ = line.split()
+            if kind == "tmpfs" and os.access(point, os.W_OK) and point in ("/dev/shm", "/tmp"):
+                return point
+    return None
+
+
+def test_a_log_in_memory_reserves_nothing(tmp_path: Path) -> None:
+    if not os.path.exists("/proc/mounts") or (point := _tmpfs_dir()) is None:
+        pytest.skip("no writable tmpfs mount here")
+    probe = Path(point) / f"dsh-reserve-probe-{os.getpid()}"
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        assert not keep_size_fallocate(fd, 0, RESERVE_BYTES)
+        assert os.fstat(fd).st_blocks == 0
+    finally:
+        os.close(fd)
+        probe.unlink()
