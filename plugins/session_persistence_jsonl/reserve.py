@@ -1,11 +1,11 @@
 """Reserving a live log's next blocks past its end (Linux `fallocate` with `KEEP_SIZE`).
 
 On ext4 an `fsync` of an append into blocks already allocated journals no block bitmap or group
-descriptor (docs/performance.md, "Blocks reserved ahead of a live log"). `FALLOC_FL_KEEP_SIZE`
-leaves the file's size and bytes as they are: readers see the same log, and blocks past the end
-are invisible; a same-size `ftruncate` frees them again. Elsewhere, on file systems without it,
-and in memory (tmpfs, ramfs: no disk to spare, and the reservation would hold memory), reserving
-does nothing.
+descriptor (docs/performance.md, "Seventh round: blocks reserved ahead of a live log").
+`FALLOC_FL_KEEP_SIZE` leaves the file's size and bytes as they are: readers see the same log,
+and blocks past the end are invisible; a same-size `ftruncate` frees them again. Elsewhere, on
+file systems without it, and in memory (tmpfs, ramfs: `fsync` writes nothing there, and the
+reservation would hold memory), reserving does nothing.
 """
 
 from __future__ import annotations
