@@ -7,7 +7,10 @@ default, `inlineWriteMaxMs: 0`), one with the `dsh` CLI's `inlineWriteMaxMs: 2`,
 inline gate may run the write on the loop thread (docs/performance.md); the share of its
 flushes whose fsync ran there is reported. The floor is `os.write` + `os.fsync` of the very
 bytes that flush appended (read back from the log), to another file on the same disk. A second
-baseline performs the same write+fsync through `anyio.to_thread.run_sync` from the event loop.
+floor writes them to a file whose next blocks are reserved the way a live JSONL log's are
+(`reserve`: `fallocate` with `KEEP_SIZE`, once per `RESERVE_BYTES`, the call timed with the
+write it precedes). A third baseline performs the plain write+fsync through
+`anyio.to_thread.run_sync` from the event loop.
 The cases alternate round by round in one run; the ratios are of the medians (vs the bare
 syscalls: the spec's bar).
 """
@@ -31,6 +34,7 @@ import plugins.session_persistence_jsonl as jsonl_plugin
 from benchmarks.harness import Row, Series, report, row
 from framework import Context
 from plugins.session import Session
+from plugins.session_persistence_jsonl.reserve import RESERVE_BYTES, keep_size_fallocate
 
 ROUNDS = 300
 WARMUP = 20
@@ -77,6 +81,23 @@ def _write_and_sync(fd: int, data: bytes) -> None:
     os.fsync(fd)
 
 
+class ReservedFloor:
+    """`os.write` + `os.fsync` on a file whose next blocks are reserved ahead of its end, as a
+    live JSONL log's writer reserves them (docs/performance.md)."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.size = 0
+        self.reserve_at = 0
+
+    def write_and_sync(self, data: bytes) -> None:
+        if self.size + len(data) > self.reserve_at:
+            keep_size_fallocate(self.fd, self.size, RESERVE_BYTES)
+            self.reserve_at = self.size + RESERVE_BYTES
+        _write_and_sync(self.fd, data)
+        self.size += len(data)
+
+
 class FsyncThreads:
     """Records which thread made the latest `os.fsync` while installed."""
 
@@ -120,21 +141,24 @@ async def _stack(stacks: AsyncExitStack, root: Path, name: str, inline_ms: float
 
 async def measure(
     rounds: int = ROUNDS, warmup: int = WARMUP
-) -> tuple[dict[int, tuple[Series, Series, Series, Series]], dict[int, float]]:
+) -> tuple[dict[int, tuple[Series, Series, Series, Series, Series]], dict[int, float]]:
     """Per batch size: (flush on the I/O thread, flush with the inline gate, write+fsync,
-    write+fsync in a worker thread) series; and the share of gated flushes that ran inline."""
+    write+fsync in a worker thread, write+fsync with blocks reserved) series; and the share of
+    gated flushes that ran inline."""
     found = {
         n: (
             Series(f"flush, I/O thread · {n} event(s)"),
             Series(f"flush, inline gate · {n} event(s)"),
             Series(f"write+fsync · {n} event(s)"),
             Series(f"to_thread(write+fsync) · {n} event(s)"),
+            Series(f"write+fsync, reserved · {n} event(s)"),
         )
         for n in SIZES
     }
     shares: dict[int, float] = {}
     base = Path(tempfile.mkdtemp(prefix="dsh-p1-", dir=os.environ.get("DSH_BENCH_DIR")))
     floor_fd = os.open(base / "floor.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    reserved = ReservedFloor(base / "floor-reserved.bin")
     try:
         async with AsyncExitStack() as stacks:
             modes: dict[int, tuple[Stack, Stack]] = {}
@@ -165,14 +189,17 @@ async def measure(
                     start = time.perf_counter()
                     await anyio.to_thread.run_sync(_write_and_sync, floor_fd, data)
                     threaded_floor = time.perf_counter() - start
+                    start = time.perf_counter()
+                    reserved.write_and_sync(data)
+                    reserved_floor = time.perf_counter() - start
                     if index >= warmup:
-                        for series, sample in zip(
-                            found[n], (*timed, floor, threaded_floor), strict=True
-                        ):
+                        samples = (*timed, floor, threaded_floor, reserved_floor)
+                        for series, sample in zip(found[n], samples, strict=True):
                             series.samples.append(sample)
             shares = {n: runs / rounds for n, runs in inline_runs.items()}
     finally:
         os.close(floor_fd)
+        os.close(reserved.fd)
         shutil.rmtree(base, ignore_errors=True)
     return found, shares
 
@@ -181,8 +208,9 @@ def main() -> None:
     found, shares = anyio.run(measure)
     rows: list[Row] = []
     ratios: dict[str, dict[str, float]] = {}
-    for n, (flush, gated, floor, threaded) in found.items():
+    for n, (flush, gated, floor, threaded, reserved) in found.items():
         rows.append(row(floor, note="physical floor"))
+        rows.append(row(reserved, floor, note="floor with the next blocks reserved"))
         rows.append(row(threaded, floor, note="floor + worker-thread round trip"))
         rows.append(row(flush, floor, note="library default (inlineWriteMaxMs 0)"))
         rows.append(row(gated, floor, note=f"goal ≤ 1.25×; {shares[n]:.0%} of flushes inline"))
@@ -191,6 +219,8 @@ def main() -> None:
             "inline_gate_vs_floor": gated.median / floor.median,
             "inline_share": shares[n],
             "thread_vs_threaded_floor": flush.median / threaded.median,
+            "thread_vs_reserved_floor": flush.median / reserved.median,
+            "inline_gate_vs_reserved_floor": gated.median / reserved.median,
         }
     report(
         "p1_checkpoint",

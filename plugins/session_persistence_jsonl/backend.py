@@ -74,6 +74,7 @@ from .reader import (
     scan_raw,
     scan_zstd,
 )
+from .reserve import RESERVE_BYTES
 
 __all__ = ["Compression", "JsonlBackend", "header_line"]
 
@@ -92,11 +93,15 @@ _APPEND_FLAGS: Final = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
 class _Owner:
     """A live session bound to this instance: its writer lock (taken at the latest when the
     log is created) and a kept append descriptor with its `fstat` when opened (the file it
-    names never changes; only its size does)."""
+    names never changes; only its size does). From its second append the descriptor reserves
+    the log's next blocks (`reserve`) whenever a write would reach `reserve_at`; `reserved`
+    says some were, so letting the log go frees what is left past its end."""
 
     lock: WriterLock | None = None
     fd: int = -1
     held: os.stat_result | None = None
+    reserve_at: int = 0
+    reserved: bool = False
 
 
 def header_line(meta: JsonObject) -> bytes:
@@ -249,7 +254,7 @@ class JsonlBackend(BackendBase):
         """Unbind `session_id` and free its lock (no-op when not held)."""
         owner = self._owners.pop(session_id, None)
         if owner is not None:
-            self._drop(owner)
+            self._drop(session_id, owner)
 
     async def store_identity(self) -> str:
         """The random id in `<root>/store-id` (0600), created on first use; read once per
@@ -260,10 +265,10 @@ class JsonlBackend(BackendBase):
 
     async def aclose(self) -> None:
         """Release every lock and descriptor, and let the I/O thread go."""
-        owners = list(self._owners.values())
+        owners = list(self._owners.items())
         self._owners.clear()
-        for owner in owners:
-            self._drop(owner)
+        for session_id, owner in owners:
+            self._drop(session_id, owner)
         self._thread.close()
 
     # ---- layout --------------------------------------------------------------------------
@@ -575,6 +580,8 @@ class JsonlBackend(BackendBase):
         io = self._io
         owner = self._owners.get(session_id)
         fd, held = (owner.fd, owner.held) if owner is not None else (-1, None)
+        # The owner whose descriptor is kept from an earlier append reserves blocks ahead.
+        reserving = owner if fd >= 0 else None
         if fd < 0:
             # A kept descriptor was checked when it was opened; from then on the path must
             # only keep naming its file (below).
@@ -610,6 +617,9 @@ class JsonlBackend(BackendBase):
                 size = marker.truncate_to
                 self._sizes[session_id] = size
             if payload:
+                if reserving is not None and size + len(payload) > reserving.reserve_at:
+                    reserving.reserved |= io.reserve(fd, size, RESERVE_BYTES)
+                    reserving.reserve_at = size + RESERVE_BYTES
                 try:
                     io.write_all(fd, payload)
                     io.fsync(fd)
@@ -619,7 +629,7 @@ class JsonlBackend(BackendBase):
             self._sizes[session_id] = size + len(payload)
         except BaseException:
             if owner is not None:
-                owner.fd, owner.held = -1, None
+                owner.fd, owner.held, owner.reserve_at, owner.reserved = -1, None, 0, False
             io.close(fd)
             raise
         if owner is None:
@@ -660,6 +670,15 @@ class JsonlBackend(BackendBase):
                 io.unlink(target)  # a partial copy is no evidence; the log stays uncut
             raise
         return SetAside(target, len(tail))
+
+    def _unreserve(self, session_id: str, fd: int) -> None:
+        """Free the blocks reserved past the log's end (a same-size `ftruncate`, still under
+        the writer lock), unless the log is not the size this writer left it. Best effort: a
+        failure leaves them as a crash would, past the end, where no reader looks."""
+        with suppress(OSError):
+            size = self._io.size(fd)
+            if size == self._sizes.get(session_id):
+                self._io.ftruncate(fd, size)
 
     def _roll_back(self, fd: int, size: int, path: str, error: Exception) -> None:
         try:
@@ -763,10 +782,12 @@ class JsonlBackend(BackendBase):
             self._io.fsync_dir(os.path.dirname(directory))
         return True
 
-    def _drop(self, owner: _Owner) -> None:
+    def _drop(self, session_id: str, owner: _Owner) -> None:
         if owner.fd >= 0:
+            if owner.reserved:
+                self._unreserve(session_id, owner.fd)
             self._io.close(owner.fd)
-            owner.fd, owner.held = -1, None
+            owner.fd, owner.held, owner.reserve_at, owner.reserved = -1, None, 0, False
         if owner.lock is not None:
             owner.lock.release()
             owner.lock = None

@@ -1,7 +1,8 @@
 """The OS calls the JSONL write path makes, behind one small replaceable object.
 
 `FileOps` is the fault-injection seam: tests subclass it to make `write`, `fsync`, `ftruncate`
-or `link` fail like a full or broken disk (ENOSPC, EIO) and check that the engine rolls back.
+or `link` fail like a full or broken disk (ENOSPC, EIO) and check that the engine rolls back,
+or `reserve` find a file system without `fallocate`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import errno
 import os
 
 from plugins.session_persistence import fsguard
+
+from .reserve import keep_size_fallocate
 
 __all__ = ["FileOps"]
 
@@ -36,6 +39,11 @@ class FileOps:
     def ftruncate(self, fd: int, length: int) -> None:
         """`os.ftruncate`."""
         os.ftruncate(fd, length)
+
+    def reserve(self, fd: int, offset: int, length: int) -> bool:
+        """Allocate blocks past the end without changing the size (`reserve`); False when
+        nothing was reserved. Never raises: the write that follows reports a full disk."""
+        return keep_size_fallocate(fd, offset, length)
 
     def size(self, fd: int) -> int:
         """The current size of an open file: where it ends (one `lseek`, no `fstat`)."""

@@ -18,7 +18,7 @@ def anyio_backend() -> str:
 async def test_p1_checkpoint_runs() -> None:
     found, shares = await p1_checkpoint.measure(rounds=2, warmup=1)
     assert {n: [len(s.samples) for s in series] for n, series in found.items()} == {
-        n: [2, 2, 2, 2] for n in p1_checkpoint.SIZES
+        n: [2, 2, 2, 2, 2] for n in p1_checkpoint.SIZES
     }
     assert set(shares) == set(p1_checkpoint.SIZES)
 
