@@ -34,7 +34,8 @@ import plugins.session_persistence_jsonl as jsonl_plugin
 from benchmarks.harness import Row, Series, report, row
 from framework import Context
 from plugins.session import Session
-from plugins.session_persistence_jsonl.reserve import RESERVE_BYTES, keep_size_fallocate
+from plugins.session_persistence.reserve import keep_size_fallocate
+from plugins.session_persistence_jsonl.backend import RESERVE_BYTES
 
 ROUNDS = 300
 WARMUP = 20

@@ -11,8 +11,7 @@ import errno
 import os
 
 from plugins.session_persistence import fsguard
-
-from .reserve import keep_size_fallocate
+from plugins.session_persistence.reserve import keep_size_fallocate
 
 __all__ = ["FileOps"]
 

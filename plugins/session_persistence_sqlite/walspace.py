@@ -7,40 +7,24 @@ file already has. `fallocate(FALLOC_FL_KEEP_SIZE)` reserves the blocks of a WAL 
 `wal_autocheckpoint` pages past the file's end without changing a byte or its size; SQLite's own
 delete (when the last connection closes) or truncation frees them. The commit and its `fsync` are
 unchanged: this only saves the allocation, not the journalled size change. Where the call is
-missing or refused (not Linux, a file system without it, a full disk) nothing is reserved.
+missing or refused (not Linux, a file system without it or in memory, a full disk) nothing
+is reserved (`plugins/session_persistence/reserve.py`).
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sqlite3
-import sys
-from collections.abc import Callable
 from typing import Final
 
 from plugins.session_persistence import fsguard
+from plugins.session_persistence.reserve import keep_size_fallocate
 
 __all__ = ["reserve_wal", "wal_bytes"]
 
-#: `FALLOC_FL_KEEP_SIZE` (linux/falloc.h).
-_KEEP_SIZE: Final = 1
 #: The WAL's header and each frame's header (sqlite.org/fileformat.html, "WAL File Format").
 _WAL_HEADER: Final = 32
 _FRAME_HEADER: Final = 24
-
-
-def _load_fallocate() -> Callable[[int, int, int, int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    function = getattr(ctypes.CDLL(None, use_errno=True), "fallocate64", None)
-    if function is not None:
-        function.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
-        function.restype = ctypes.c_int
-    return function
-
-
-_FALLOCATE: Final = _load_fallocate()
 
 
 def wal_bytes(connection: sqlite3.Connection) -> int:
@@ -53,14 +37,12 @@ def wal_bytes(connection: sqlite3.Connection) -> int:
 def reserve_wal(connection: sqlite3.Connection, path: str) -> bool:
     """Reserve the blocks of `path`'s WAL (`<path>-wal`, opened by the storage rule, never
     created) up to `wal_bytes`; True when they were reserved."""
-    if _FALLOCATE is None:
-        return False
     length = wal_bytes(connection)
     try:
         fd = fsguard.open_file(f"{path}-wal", os.O_RDWR, create=False)
     except FileNotFoundError:
         return False
     try:
-        return _FALLOCATE(fd, _KEEP_SIZE, 0, length) == 0
+        return keep_size_fallocate(fd, 0, length)
     finally:
         os.close(fd)

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from jsonl_helpers import MODES, backend, meta, turn
 
+from plugins.session_persistence import reserve as reserve_module
+from plugins.session_persistence.reserve import keep_size_fallocate
 from plugins.session_persistence_jsonl import FileOps, JsonlBackend
-from plugins.session_persistence_jsonl import reserve as reserve_module
-from plugins.session_persistence_jsonl.reserve import RESERVE_BYTES, keep_size_fallocate
+from plugins.session_persistence_jsonl.backend import RESERVE_BYTES
 
 pytestmark = pytest.mark.anyio
 

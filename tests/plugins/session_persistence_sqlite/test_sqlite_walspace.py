@@ -10,6 +10,7 @@ import pytest
 from sqlite_helpers import connect, db_path
 
 from plugins.session_persistence.fsguard import UnsafeStorageError
+from plugins.session_persistence.reserve import keep_size_fallocate
 from plugins.session_persistence_sqlite import database, walspace
 from plugins.session_persistence_sqlite.database import open_database
 
@@ -20,7 +21,7 @@ def reservable(tmp_path: Path) -> None:
     probe = tmp_path / "probe"
     fd = os.open(probe, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        if walspace._FALLOCATE is None or walspace._FALLOCATE(fd, 1, 0, 1 << 20) != 0:
+        if not keep_size_fallocate(fd, 0, 1 << 20):
             pytest.skip("fallocate(FALLOC_FL_KEEP_SIZE) is not available here")
     finally:
         os.close(fd)

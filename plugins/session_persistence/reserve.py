@@ -1,11 +1,13 @@
-"""Reserving a live log's next blocks past its end (Linux `fallocate` with `KEEP_SIZE`).
+"""Reserving a file's next blocks past its end (Linux `fallocate` with `KEEP_SIZE`), for the
+engines' append-only files: a JSONL log, a SQLite WAL.
 
 On ext4 an `fsync` of an append into blocks already allocated journals no block bitmap or group
-descriptor (docs/performance.md, "Seventh round: blocks reserved ahead of a live log").
-`FALLOC_FL_KEEP_SIZE` leaves the file's size and bytes as they are: readers see the same log,
-and blocks past the end are invisible; a same-size `ftruncate` frees them again. Elsewhere, on
-file systems without it, and in memory (tmpfs, ramfs: `fsync` writes nothing there, and the
-reservation would hold memory), reserving does nothing.
+descriptor (docs/performance.md, "Seventh round: blocks reserved ahead of a live log", "A
+growing WAL's `fsync`"). `FALLOC_FL_KEEP_SIZE` leaves the file's size and bytes as they are:
+readers see the same bytes, and blocks past the end are invisible; a same-size `ftruncate` (or
+deleting the file) frees them again. Elsewhere, on file systems without it, and in memory
+(tmpfs, ramfs: `fsync` writes nothing there, and the reservation would hold memory), reserving
+does nothing.
 """
 
 from __future__ import annotations
@@ -15,11 +17,8 @@ import sys
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["RESERVE_BYTES", "keep_size_fallocate"]
+__all__ = ["keep_size_fallocate"]
 
-#: How far ahead of a live log's end its writer reserves, once per this many bytes appended.
-#: Smaller steps left ext4 journaling more per `fsync` after the first (docs/performance.md).
-RESERVE_BYTES: Final = 2 << 20
 _KEEP_SIZE: Final = 0x01  # FALLOC_FL_KEEP_SIZE, linux/falloc.h
 #: `statfs.f_type` of the file systems kept in memory: TMPFS_MAGIC, RAMFS_MAGIC (linux/magic.h).
 _IN_MEMORY: Final = frozenset({0x01021994, 0x858458F6})
