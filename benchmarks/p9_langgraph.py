@@ -18,7 +18,11 @@ serialize; a conservative bound).
 
 Same durability: LangGraph's connection runs `journal_mode=WAL` (set by `SqliteSaver.setup`) and
 `PRAGMA synchronous=FULL` (both read back), so each `put` commit fsyncs the WAL like ours. Both
-databases live in one temporary folder; the nine cases alternate round by round in one run.
+databases live in one temporary folder; the twelve cases run once each per round, in an order
+shuffled every round (seeded), so no case always follows another: a checkpoint's `fsync` costs
+more right after a large write to the same disk (a LangGraph `put` of 1000 messages) than after
+a small one, and in a fixed order that cost fell on the same cases every round
+(docs/performance.md, "A growing WAL's `fsync`").
 
 Same WAL state: a WAL grows by each commit's frames until its first checkpoint (at
 `wal_autocheckpoint`'s 1000 pages) restarts it, after which commits overwrite its frames in place,
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
 import tempfile
 import time
@@ -66,6 +71,8 @@ ROUNDS = 150
 WRAPPED_WAL_BYTES = 32 + 1000 * (4096 + 24)
 #: `inlineWriteMaxMs` of the inline stacks (the `dsh` CLI's app sets the same).
 INLINE_MAX_MS = 2.0
+#: Seed of the per-round shuffle of the cases' order (the same order sequence every run).
+ORDER_SEED = 9
 
 
 def as_langchain(message: dict[str, Any]) -> BaseMessage:
@@ -188,16 +195,17 @@ async def measure(rounds: int = ROUNDS, warmup: int = WARMUP) -> dict[str, list[
                     inline.append(Growth(ctx, size, mode=" (inline gate)"))
                 lc = [LangGraphThread(saver, size, langchain=True) for size in SIZES]
                 dicts = [LangGraphThread(saver, size, langchain=False) for size in SIZES]
+                cases: list[Growth | LangGraphThread] = [*ours, *inline, *lc, *dicts]
+                order = random.Random(ORDER_SEED)
                 for record, count in ((False, warmup), (True, rounds)):
                     if record:
                         await wrap_all(folder, ours, inline, lc)
                     for _ in range(count):
-                        for cases in zip(ours, inline, lc, dicts, strict=True):
-                            mine, gated, peer, plain = cases
-                            await mine.checkpoint(record=record)
-                            await gated.checkpoint(record=record)
-                            peer.checkpoint(record=record)
-                            plain.checkpoint(record=record)
+                        order.shuffle(cases)
+                        for case in cases:
+                            done = case.checkpoint(record=record)
+                            if done is not None:
+                                await done
         finally:
             connection.close()
     return {
