@@ -118,6 +118,16 @@ def test_a_listing_on_a_pipe_imports_no_rich(seeded: Sandbox) -> None:
     assert _rich(loaded) == []
 
 
+def test_a_listing_imports_no_agent_module(seeded: Sandbox) -> None:
+    # a row's facts need the approval log and the turn fold, not the agent's session opening
+    # (`apps.cli.summary` re-exported its repair names; 1% of the start-up)
+    done, loaded = _run(seeded, "sessions")
+    assert done.returncode == 0, done.stderr
+    assert sorted(name for name in loaded if name.startswith("plugins.agent.")) == [
+        "plugins.agent.reasons"
+    ]
+
+
 def test_a_long_listing_off_a_terminal_imports_no_rich(dsh: Sandbox) -> None:
     # from PROGRESS_MIN sessions on, a listing asks whether stderr could show a progress bar
     backend = make_backend("jsonl", dsh)
