@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from plugins.agent.opening import Repairs, repairs_in
 from plugins.session.jsonutil import dumps
 from plugins.session.repair import interrupted_turn_closers
 from plugins.session_persistence import (
@@ -30,8 +31,6 @@ from plugins.session_persistence import (
     SessionPersistenceService,
 )
 from plugins.session_persistence.home import dsh_home
-
-from .summary import Repairs, repairs_in
 
 Event = dict[str, Any]
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from plugins.agent.opening import repair_code
 from plugins.agent.tool_calls import parse_arguments
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence.header import stored_header
@@ -22,7 +23,6 @@ from .clock import stamp
 from .summary import (
     message_text,
     reason_text,
-    repair_code,
     tool_result_is_error,
     tool_result_text,
 )

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from framework import Context
-from plugins.agent.opening import new_session_id
+from plugins.agent.opening import new_session_id, repair_code
 from plugins.session import SessionForkError, fork_seed
 from plugins.session_persistence import SessionNotFoundError
 
 from .errors import USAGE, CliError
 from .stored import persistence_of
-from .summary import repair_code, tool_result_is_error
+from .summary import tool_result_is_error
 
 Event = Mapping[str, Any]
 

@@ -22,6 +22,7 @@ from anyio.abc import TaskStatus
 from framework import Context, ManifestError
 from framework.loader import boot
 from plugins.agent import USER, RunResult, TurnEnd
+from plugins.agent.opening import Repairs, repairs_in
 from plugins.session_persistence import SetAside
 
 from . import approving, checking
@@ -35,13 +36,7 @@ from .errors import (
     CliError,
 )
 from .stored import not_found, persistence_of, stored_events
-from .summary import (
-    Repairs,
-    last_turn_reason,
-    reason_text,
-    repairs_in,
-    turn_count,
-)
+from .summary import last_turn_reason, reason_text, turn_count
 from .views import RunView
 
 if TYPE_CHECKING:

@@ -5,11 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plugins.agent.opening import NOT_STARTED as NOT_STARTED
-from plugins.agent.opening import UNKNOWN_OUTCOME as UNKNOWN_OUTCOME
-from plugins.agent.opening import Repairs as Repairs
-from plugins.agent.opening import repair_code as repair_code
-from plugins.agent.opening import repairs_in as repairs_in
 from plugins.agent.reasons import reason_text as reason_text
 from plugins.session.jsonutil import dumps
 

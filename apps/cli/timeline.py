@@ -19,17 +19,15 @@ from typing import Any
 from rich.text import Text
 
 from framework.loader import inspect_manifest
+from plugins.agent.opening import NOT_STARTED, UNKNOWN_OUTCOME, repair_code
 from plugins.agent.tool_calls import parse_arguments
 from plugins.session.jsonutil import dumps
 from plugins.session_persistence import Owner, SessionLog
 
 from .clock import stamp
 from .summary import (
-    NOT_STARTED,
-    UNKNOWN_OUTCOME,
     message_text,
     reason_text,
-    repair_code,
     short,
     tool_result_is_error,
     tool_result_text,

@@ -29,10 +29,11 @@ from plugins.agent import (
     ToolResult,
     TurnEnd,
 )
+from plugins.agent.opening import NOT_STARTED, UNKNOWN_OUTCOME
 from plugins.session.jsonutil import dumps, loads
 
 from .console import Consoles
-from .summary import NOT_STARTED, UNKNOWN_OUTCOME, content_text, reason_text, short
+from .summary import content_text, reason_text, short
 
 
 class RunView(Protocol):

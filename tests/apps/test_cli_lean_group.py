@@ -1,4 +1,4 @@
-"""`main()` builds only the command its line names (typer builds each command from its
+"""`dispatch()` builds only the command its line names (typer builds each command from its
 signature on every start: docs/performance.md, "Start-up (P11)"), and that command's help is
 the one the whole group gives."""
 
@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 import typer.main
 
-from apps.cli.main import _command_name, app, main
+from apps.cli.commands import _command_name, app, dispatch
 
 NAMES = [_command_name(info) for info in app.registered_commands]
 
 
-def _help(capsys: pytest.CaptureFixture[str], run: Callable[[], Any]) -> str:
+def _help(capsys: pytest.CaptureFixture[str], call: Callable[[], Any]) -> str:
     with pytest.raises(SystemExit) as exit:
-        run()
+        call()
     assert exit.value.code == 0
     return capsys.readouterr().out
 
@@ -39,7 +39,7 @@ def test_a_named_command_is_the_only_one_built(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(typer.main, "get_command_from_info", counting)
     monkeypatch.setattr(sys, "argv", ["dsh", "sessions", "--help"])
     with pytest.raises(SystemExit):
-        main()
+        dispatch()
     assert built == ["sessions"]
 
 
@@ -50,4 +50,4 @@ def test_a_command_s_help_is_the_whole_group_s(
     monkeypatch.setenv("COLUMNS", "100")
     whole = _help(capsys, lambda: app([name, "--help"], prog_name="dsh"))
     monkeypatch.setattr(sys, "argv", ["dsh", name, "--help"])
-    assert _help(capsys, main) == whole
+    assert _help(capsys, dispatch) == whole

@@ -327,7 +327,7 @@ def test_the_mcp_git_example_overlay_reports_the_status(dsh: Sandbox) -> None:
 
 def test_dsh_does_not_import_the_mcp_sdk_unless_a_row_mounts_it() -> None:
     # The SDK takes most of a second to import; `dsh sessions` must stay quick to start.
-    probe = "import sys, apps.cli.main; print(sorted(m for m in sys.modules if m == 'mcp'))"
+    probe = "import sys, apps.cli.commands; print(sorted(m for m in sys.modules if m == 'mcp'))"
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
     )

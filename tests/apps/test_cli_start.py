@@ -18,8 +18,8 @@ import pytest
 from dsh_sandbox import Sandbox
 from lifecycle_support import make_backend, tool_turn
 
+from apps.cli.commands import PROGRESS_MIN
 from apps.cli.errors import FAILED
-from apps.cli.main import PROGRESS_MIN
 from plugins.session_persistence.testing import T0
 
 CONFIG = Path(__file__).parents[2] / "config"
@@ -118,6 +118,16 @@ def test_a_listing_on_a_pipe_imports_no_rich(seeded: Sandbox) -> None:
     assert _rich(loaded) == []
 
 
+def test_a_listing_imports_no_agent_module(seeded: Sandbox) -> None:
+    # a row's facts need the approval log and the turn fold, not the agent's session opening
+    # (`apps.cli.summary` re-exported its repair names; 1% of the start-up)
+    done, loaded = _run(seeded, "sessions")
+    assert done.returncode == 0, done.stderr
+    assert sorted(name for name in loaded if name.startswith("plugins.agent.")) == [
+        "plugins.agent.reasons"
+    ]
+
+
 def test_a_long_listing_off_a_terminal_imports_no_rich(dsh: Sandbox) -> None:
     # from PROGRESS_MIN sessions on, a listing asks whether stderr could show a progress bar
     backend = make_backend("jsonl", dsh)
@@ -166,6 +176,49 @@ def test_show_tells_the_checkpoint_policy_without_importing_its_barriers(seeded:
         "rich.live",
     )
     assert sorted(loaded.intersection(heavy)) == []
+
+
+#: The console script's body, reporting at exit how many collections ran from its start until the
+#: commands were imported, whether the collector is on and whether objects were frozen. `off` first
+#: turns the collector off, as a caller may.
+GC_PROBE = """
+import atexit, gc, sys
+
+def imported():
+    return hasattr(sys.modules.get("apps.cli.commands"), "dispatch")
+
+early = []
+gc.callbacks.append(lambda phase, info: phase == "start" and not imported() and early.append(1))
+frozen = lambda: gc.get_freeze_count() > 0
+atexit.register(lambda: sys.stderr.write(f"\\nGC {len(early)} {gc.isenabled()} {frozen()}"))
+if sys.argv.pop(1) == "off":
+    gc.disable()
+from apps.cli.main import main
+
+early.clear()
+main()
+"""
+
+
+@pytest.mark.parametrize(("collector", "enabled"), [("on", True), ("off", False)])
+def test_the_commands_are_imported_without_collections_and_frozen(
+    seeded: Sandbox, collector: str, enabled: bool
+) -> None:
+    # the commands' modules live as long as the process: importing them paused, then frozen,
+    # no collection walks them (10% of a listing's instructions); the collector is left as the
+    # caller had it
+    done = subprocess.run(
+        [sys.executable, "-c", GC_PROBE, collector, "sessions"],
+        cwd=seeded.root,
+        env=seeded.env(),
+        text=True,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0].split()[0] == "id"
+    assert done.stderr.rpartition("\nGC ")[2].split() == ["0", str(enabled), "True"]
 
 
 def test_the_main_module_runs_as_a_script(dsh: Sandbox) -> None:
