@@ -14,7 +14,7 @@ ahead").
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from plugins.session.jsonutil import dumps
@@ -167,13 +167,11 @@ class Handoff(Generic[A]):
         backend's inline gate allows it now (True); else do nothing (False)."""
         return self._inline(meta, events, self._ahead)
 
-    async def append_batch(
+    def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
-    ) -> None:
-        """The backend's `append_batch`, with this session's prepared encodings handed over."""
-        session_id = meta["id"]
-        self._handoff[session_id] = self._ahead
-        try:
-            await self._backend.append_batch(meta, events, is_materialized=is_materialized)
-        finally:
-            self._handoff.pop(session_id, None)
+    ) -> Awaitable[None]:
+        """The backend's `append_batch`, with this session's prepared encodings handed over:
+        its coroutine, which takes them from `handoff` as it starts (the caller awaits it at
+        once; no coroutine of this one waits beside it: docs/performance.md)."""
+        self._handoff[meta["id"]] = self._ahead
+        return self._backend.append_batch(meta, events, is_materialized=is_materialized)

@@ -10,7 +10,7 @@ for the same id.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -149,9 +149,9 @@ class LiveEncoder(Protocol):
     def admit(self, event: JsonObject) -> None:
         """Encode `event` ahead of its write; never raises (a failure is met at the write)."""
 
-    async def append_batch(
+    def append_batch(
         self, meta: JsonObject, events: Sequence[JsonObject], *, is_materialized: bool
-    ) -> None:
+    ) -> Awaitable[None]:
         """`PersistenceBackend.append_batch` of events this encoder admitted (or not). Once
         called it runs to completion even when its caller is cancelled: it never suspends
         except in a shielded wait for the write (the coordinator adds no shield of its own)."""

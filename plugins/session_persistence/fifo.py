@@ -55,7 +55,8 @@ class FifoLock:
 
     def __init__(self, on_idle: Callable[[], None] | None = None) -> None:
         self._held = False
-        self._waiters: deque[Ticket] = deque()
+        #: Made by the first waiter: most locks are taken and given back with nobody waiting.
+        self._waiters: deque[Ticket] | None = None
         self._on_idle = on_idle
 
     def ticket(self) -> Ticket:
@@ -64,6 +65,8 @@ class FifoLock:
             self._held = True
             return Ticket(self, granted=True)
         ticket = Ticket(self, granted=False)
+        if self._waiters is None:
+            self._waiters = deque()
         self._waiters.append(ticket)
         return ticket
 
@@ -72,6 +75,10 @@ class FifoLock:
             self._waiters.popleft()._grant()
             return
         self._held = False
+        self._idle()
+
+    def _idle(self) -> None:
+        """Nobody holds or waits any more."""
         if self._on_idle is not None:
             self._on_idle()
 
@@ -80,4 +87,5 @@ class FifoLock:
         if ticket._granted:
             self._release()
         else:
+            assert self._waiters is not None
             self._waiters.remove(ticket)

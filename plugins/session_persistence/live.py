@@ -9,7 +9,7 @@ binding (flush, then drop its state and lock).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from functools import partial
 
 import anyio
@@ -35,6 +35,12 @@ def _same_json(left: Sequence[JsonObject], right: Sequence[JsonObject]) -> bool:
     return len(left) == len(right) and all(
         a is b or dumps(a) == dumps(b) for a, b in zip(left, right, strict=True)
     )
+
+
+def _from_seq(batch: list[JsonObject], seq: int) -> list[JsonObject]:
+    """The events of `batch` from `seq` on (apart from `_write_live`: a comprehension there
+    would keep a closure cell in its frame while the write waits)."""
+    return [event for event in batch if event["seq"] >= seq]
 
 
 def _cwd_collision(session_id: str, stored: object, live: object) -> SessionPersistenceError:
@@ -102,11 +108,11 @@ class LiveSessions:
         if binding is not None:
             binding.controller.enqueue(event)
 
-    async def on_flush(self, session: LiveSession) -> None:
-        """`session/flush`: await the init, then drain the session's buffer."""
+    def on_flush(self, session: LiveSession) -> Awaitable[None] | None:
+        """`session/flush`: await the init, then drain the session's buffer (what to await;
+        None for a session not bound here)."""
         binding = self.bindings.get(id(session)) or self.failed.get(id(session))
-        if binding is not None:
-            await self.flush(binding)
+        return None if binding is None else self.flush(binding)
 
     def on_disposed(self, session: LiveSession) -> None:
         """`session/disposed`: retire the binding (flush, then drop state and lock)."""
@@ -118,13 +124,19 @@ class LiveSessions:
         self.table.retiring[session.id] = retirement
         self._spawn(self._retire, binding, retirement)
 
-    async def flush(self, binding: Binding) -> None:
-        """Wait for the binding's init, re-raise its failure, drain its buffer."""
+    def flush(self, binding: Binding) -> Awaitable[None]:
+        """Wait for the binding's init, re-raise its failure, drain its buffer. Plain functions
+        down to the write controller's drain: a waiting flush holds no coroutine of theirs
+        (docs/performance.md)."""
         if not binding.ready.is_set():
-            await binding.ready.wait()
+            return self._flush_when_ready(binding)
         if binding.error is not None:
             raise binding.error
-        await binding.controller.flush()
+        return binding.controller.flush()
+
+    async def _flush_when_ready(self, binding: Binding) -> None:
+        await binding.ready.wait()
+        await self.flush(binding)
 
     # -- binding --------------------------------------------------------------------------------
 
@@ -245,7 +257,7 @@ class LiveSessions:
                 return
             cursor = entry.cursor
             if batch and batch[0]["seq"] < cursor:
-                batch = [event for event in batch if event["seq"] >= cursor]
+                batch = _from_seq(batch, cursor)
             if not batch:
                 return
             check_seqs(entry.meta["id"], cursor, batch)

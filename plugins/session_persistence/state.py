@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import anyio
@@ -78,6 +77,22 @@ class Binding:
     detached: bool = False
 
 
+class _Queue(FifoLock):
+    """One id's queue, in its table's `queues` while anyone holds or waits for it: made per
+    write of an idle id, so it carries its key instead of an `on_idle` callback of its own
+    (docs/performance.md)."""
+
+    __slots__ = ("_id", "_queues")
+
+    def __init__(self, queues: dict[str, _Queue], session_id: str) -> None:
+        super().__init__()
+        self._queues = queues
+        self._id = session_id
+
+    def _idle(self) -> None:
+        del self._queues[self._id]
+
+
 @dataclass(eq=False, slots=True)
 class Retirement:
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -91,22 +106,18 @@ class SessionTable:
         self.retiring: dict[str, Retirement] = {}
         #: What repairs by this process cut from each id's log and kept beside it.
         self.set_aside: dict[str, list[SetAside]] = {}
-        self._queues: dict[str, FifoLock] = {}
+        self._queues: dict[str, _Queue] = {}
 
     def ticket(self, session_id: str) -> Ticket:
         """A place in `session_id`'s queue (`async with` it)."""
         queue = self._queues.get(session_id)
         if queue is None:
-            queue = FifoLock(on_idle=partial(self._forget_queue, session_id))
-            self._queues[session_id] = queue
+            queue = self._queues[session_id] = _Queue(self._queues, session_id)
         return queue.ticket()
 
     def idle(self, session_id: str) -> bool:
         """Nothing holds or waits for `session_id`'s queue."""
         return session_id not in self._queues
-
-    def _forget_queue(self, session_id: str) -> None:
-        del self._queues[session_id]
 
     async def wait_retirement(self, session_id: str) -> None:
         """Wait until a retiring live session of `session_id` has been drained."""

@@ -10,7 +10,7 @@ transaction).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 
 import anyio
 import anyio.lowlevel
@@ -49,13 +49,27 @@ class _Latch:
             await self._event.wait()
 
 
-class _Drain:
-    """One drain in progress; flushes that arrive meanwhile wait for its outcome."""
+class _Done:
+    """An awaitable that is already done: what `flush` returns when it has nothing to wait for."""
 
-    __slots__ = ("done", "error", "finished")
+    __slots__ = ()
+
+    def __await__(self) -> Generator[None, None, None]:
+        return
+        yield
+
+
+_DONE = _Done()
+
+
+class _Drain(_Latch):
+    """One drain in progress, set once it is over; flushes that arrive meanwhile wait for its
+    outcome."""
+
+    __slots__ = ("error", "finished")
 
     def __init__(self) -> None:
-        self.done = _Latch()
+        super().__init__()
         self.error: Exception | None = None
         self.finished = False
 
@@ -87,7 +101,10 @@ class WriteController:
         self._timer: Window | None = None
         self._paused = False
         self._drain: _Drain | None = None
-        self._inflight: _Latch | None = None
+        #: A write is in flight (`_write_once`); `_written` is made only when someone waits
+        #: for it (`_wait_written`), most writes have nobody.
+        self._writing = False
+        self._written: _Latch | None = None
 
     # -- admission (hot path) -------------------------------------------------------------------
 
@@ -114,7 +131,7 @@ class WriteController:
     @property
     def idle(self) -> bool:
         """No write and no drain in progress."""
-        return self._inflight is None and self._drain is None
+        return not self._writing and self._drain is None
 
     # -- timer ----------------------------------------------------------------------------------
 
@@ -137,8 +154,8 @@ class WriteController:
         """The deadline's write: queued behind an in-flight one; a failure pauses and warns."""
         if not self._ready.is_set():
             await self._ready.wait()
-        if self._inflight is not None:
-            await self._inflight.wait()
+        if self._writing:
+            await self._wait_written()
         if self._drain is not None or self._paused or not self.pending:
             return
         try:
@@ -171,8 +188,7 @@ class WriteController:
             return
         batch = self.pending
         self.pending = []
-        done = _Latch()
-        self._inflight = done
+        self._writing = True
         try:
             await self._write(batch)
         except Exception:
@@ -187,35 +203,57 @@ class WriteController:
                 self._arm()
             raise
         finally:
-            self._inflight = None
-            done.set()
+            self._writing = False
+            written, self._written = self._written, None
+            if written is not None:
+                written.set()
 
-    async def flush(self) -> None:
+    def _wait_written(self) -> Awaitable[None]:
+        """Wait for the write in flight (only while `_writing`)."""
+        if self._written is None:
+            self._written = _Latch()
+        return self._written.wait()
+
+    def flush(self) -> Awaitable[None]:
         """Return once every event admitted before (or during) this call is durable.
 
         Nothing pending and nothing in flight: no I/O. A flush arriving during a drain joins it.
         A failed write raises here; its batch stays queued, in order, for a later flush.
+
+        A plain function returning what to await (the drain itself, in the common case), so a
+        waiting flush holds no coroutine of its own (docs/performance.md); it suspends only
+        where the awaitable it returns does.
         """
         self.cancel_timer()
         self._paused = False
         if not self._ready.is_set():
-            await self._ready.wait()
-        if (
-            self._drain is None
-            and self._inflight is None
-            and (not self.pending or (not others_runnable() and self._write_at_once()))
-        ):
+            return self._flush_when_ready()
+        return self._flush_ready()
+
+    async def _flush_when_ready(self) -> None:
+        await self._ready.wait()
+        await self._flush_ready()
+
+    def _flush_ready(self) -> Awaitable[None]:
+        """`flush` once the binding is ready."""
+        if self._drain is not None or self._writing:
+            return self._join()
+        if not self.pending or (not others_runnable() and self._write_at_once()):
             # Nothing to write, or a lone flush nobody could join written at once: the drain's
             # whole work without its bookkeeping (docs/performance.md).
-            return
+            return _DONE
+        return self._run_drain()
+
+    async def _join(self) -> None:
+        """Wait for the drain in progress, or start one once the write in flight is done."""
         while True:
             drain = self._drain
             if drain is None:
-                if not self.pending and self._inflight is None:
+                if not self.pending and not self._writing:
                     return
                 await self._run_drain()
                 return
-            await drain.done.wait()
+            await drain.wait()
             if drain.error is not None:
                 raise drain.error
             if drain.finished:
@@ -226,8 +264,8 @@ class WriteController:
         drain = _Drain()
         self._drain = drain
         try:
-            if self._inflight is not None:
-                await self._inflight.wait()
+            if self._writing:
+                await self._wait_written()
             # Let flushers that are already scheduled (a step's parallel tool calls) append
             # their events and join before the batch is cut: one write serves them all. With
             # no other task ready the pass would only come back here (docs/performance.md).
@@ -241,4 +279,4 @@ class WriteController:
             raise
         finally:
             self._drain = None
-            drain.done.set()
+            drain.set()
