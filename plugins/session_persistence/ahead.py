@@ -1,11 +1,12 @@
 """Encoding ahead: what a backend prepares for each live event when it is admitted.
 
 `Ahead` keeps, per live session, each admitted event's encoding (a JSONL line, an SQLite row)
-or, for a delta that packing may merge, its run key and the JSON of its text; the write that
-stores the events takes them (`take`) and encodes only what was not prepared. When an event that
-cannot be packed follows a run of deltas too short to pack (one or two, as in a step with a short
-answer), those deltas get their unpacked encoding too (`encode_member`): the write still decides
-the packing from the run keys, so that encoding is only used when the write stores them unpacked.
+or, for a delta that packing may merge, its run key and the JSON of its text, and where it
+stands in its run of deltas (`packing`'s rule, applied as each delta is admitted); the write that
+stores the events takes them (`take`, or `take_all` for a batch all prepared) and encodes only
+what was not prepared. When a run of deltas too short to pack (one or two, as in a step with a
+short answer) ends, those deltas get their unpacked encoding too (`encode_member`): the write
+still decides the packing, so that encoding is only used when the write stores them unpacked.
 `Handoff` is the `LiveEncoder` of a backend whose `append_batch` picks a session's `Ahead` up from
 a dict, so every durable write is still one `append_batch` call (docs/performance.md, "encoding
 ahead").
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from itertools import repeat, starmap
+from operator import is_, itemgetter
 from typing import Any, Generic, TypeVar
 
 from plugins.session.jsonutil import dumps
 
 from .backend import JsonObject, PersistenceBackend
-from .packing import MIN_RUN, Member, member_of
+from .packing import MIN_RUN, Member, gap_after, member_of
 
 __all__ = ["Ahead", "Handoff", "prepared"]
 
@@ -36,10 +39,10 @@ EncodeMember = Callable[[JsonObject, Member, str], T]
 
 class Ahead(Generic[T]):
     """Prepared encodings of one live session, made on the loop thread (`admit`) and taken by
-    the write that stores them (`take`), possibly on the I/O thread: `deque` appends and pops
-    are atomic, and the coordinator never overlaps two writes of one session."""
+    the write that stores them (`take`, `take_all`), possibly on the I/O thread: `deque`
+    appends and pops are atomic, and the coordinator never overlaps two writes of one session."""
 
-    __slots__ = ("_encode", "_encode_member", "_pack", "_ready")
+    __slots__ = ("_encode", "_encode_member", "_last", "_pack", "_ready", "_run")
 
     def __init__(
         self,
@@ -51,45 +54,51 @@ class Ahead(Generic[T]):
         self._encode = encode
         self._encode_member = encode_member
         self._pack = pack
-        #: `[event, encoding, member, text]`: the event, then its encoding (an event stored as
-        #: it is) or its packing member and the JSON of its text (a packable delta, whose
-        #: encoding is made only once its run is known to be too short). A list, so that the
-        #: encoding can be filled in while a write on the I/O thread may be taking entries.
+        #: `[event, encoding, member, text, gap]`: the event, then its encoding (an event
+        #: stored as it is) or its packing member and the JSON of its text (a packable delta,
+        #: whose encoding is made only once its run is known to be too short), and for a delta
+        #: that continues the run of the entry before it its time gap after it (else None). A
+        #: list, so that the encoding can be filled in while a write on the I/O thread may be
+        #: taking entries.
         self._ready: deque[list[Any]] = deque()
+        #: The entry admitted last (None after an event that did not encode).
+        self._last: list[Any] | None = None
+        #: The first entries (up to `MIN_RUN`) of the run of deltas admitted last.
+        self._run: list[list[Any]] = []
 
     def admit(self, event: JsonObject) -> None:
         """Prepare `event` (admitted in seq order); one that does not encode is left to the
-        write, which raises as it always did."""
+        write, which raises as it always did. A delta continues the run of the delta admitted
+        just before it by `packing`'s rule (the same key, the next seq, a safe gap); any other
+        event ends that run."""
+        last = self._last
         try:
             member = member_of(event) if self._pack else None
             if member is None:
-                encoded = self._encode(event)
-                if self._encode_member is not None:
-                    self._encode_short_run()
-                self._ready.append([event, encoded, None, None])
+                entry = [event, self._encode(event), None, None, None]
             else:
-                self._ready.append([event, None, member, dumps(member[1])])
+                entry = [event, None, member, dumps(member[1]), None]
+                if last is not None and last[2] is not None and last[2][0] == member[0]:
+                    entry[4] = gap_after(last[0], event)
         except Exception:
+            self._last = None
             return
-
-    def _encode_short_run(self) -> None:
-        """Give the deltas that end the queue their unpacked encoding when their run (the last
-        ones sharing a run key) is too short to pack: an event that is no delta closes it. A
-        write taking entries meanwhile on the I/O thread makes the walk raise, and `admit`
-        leaves the closing event to the write (its bytes are the same either way)."""
-        ready = self._ready
-        run: list[list[Any]] = []
-        key = None
-        for entry in reversed(ready):
-            member = entry[2]
-            if member is None or (key is not None and member[0] != key) or len(run) == MIN_RUN:
-                break
-            key = member[0]
+        if entry[4] is None:
+            if self._run:
+                self._end_run()
+            self._run = [entry] if member is not None else []
+        elif len(run := self._run) < MIN_RUN:
             run.append(entry)
-        if len(run) < MIN_RUN:
-            encode = self._encode_member
-            assert encode is not None
-            for entry in run:
+        self._last = entry
+        self._ready.append(entry)
+
+    def _end_run(self) -> None:
+        """Give the members of the run admitted last, when too short to pack, their unpacked
+        encoding (the write still decides the packing, so it uses them only when it stores
+        them unpacked)."""
+        encode = self._encode_member
+        if encode is not None and len(self._run) < MIN_RUN:
+            for entry in self._run:
                 entry[1] = encode(entry[0], entry[2], entry[3])
 
     def take(
@@ -106,15 +115,39 @@ class Ahead(Generic[T]):
             while ready and ready[0][0]["seq"] < seq:
                 ready.popleft()
             if ready and ready[0][0] is event:
-                _, line, member, text = ready.popleft()
-                encoded.append(line)
-                members.append(member)
-                texts.append(text)
+                entry = ready.popleft()
+                encoded.append(entry[1])
+                members.append(entry[2])
+                texts.append(entry[3])
             else:
                 encoded.append(None)
                 members.append(None)
                 texts.append(None)
         return encoded, members, texts
+
+    def take_all(self, events: Sequence[JsonObject]) -> list[list[Any]] | None:
+        """The entries of `events` when every one of them was prepared, in the order admitted
+        with nothing between them (each delta's run then holds in the batch as admitted,
+        except that the batch's first event starts one), dropping anything older; else None
+        and only the older entries are dropped (`take` then takes what there is)."""
+        ready = self._ready
+        count = len(events)
+        if not count:
+            return None
+        seq = events[0]["seq"]
+        while ready and ready[0][0]["seq"] < seq:
+            ready.popleft()
+        if (
+            len(ready) < count
+            or ready[0][0] is not events[0]
+            or ready[count - 1][0] is not events[-1]
+        ):
+            return None
+        taken = list(starmap(ready.popleft, repeat((), count)))  # `count` pops, in C
+        if all(map(is_, map(itemgetter(0), taken), events)):
+            return taken
+        ready.extendleft(reversed(taken))
+        return None
 
 
 #: What a write has for each event of its batch: encodings, packing members, texts of deltas.

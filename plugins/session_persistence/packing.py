@@ -29,10 +29,12 @@ __all__ = [
     "check_row",
     "decode_record",
     "encode_records",
+    "gap_after",
     "member_data",
     "member_line",
     "member_of",
     "pack_records",
+    "row_line",
     "row_members",
 ]
 
@@ -146,6 +148,31 @@ def member_line(event: JsonObject, member: Member, text: str) -> str:
     """`dumps(event)` of a packable event left unpacked, from its member (`member_data`)."""
     data = member_data(member, text)
     return f'{{"type":"assistant/chunk","seq":{event["seq"]},"time":{event["time"]},"data":{data}}}'
+
+
+def gap_after(previous: JsonObject, event: JsonObject) -> int | None:
+    """The time gap of member `event` after member `previous` when it continues its run (the
+    next seq, a safe gap; the run keys are compared apart), else None: the rule
+    `pack_records` applies, inlined there because it runs per event."""
+    gap = event["time"] - previous["time"]
+    if event["seq"] == previous["seq"] + 1 and -_MAX_SAFE <= gap <= _MAX_SAFE:
+        return gap  # type: ignore[no-any-return]
+    return None
+
+
+def row_line(key: tuple[Any, ...], seq0: int, time0: int, dt: str, texts: str) -> str:
+    """`dumps` of the packed row of run key `key` whose first member has `seq0` and `time0`,
+    from its gaps and its member texts already JSON and joined by commas (`dt`, `texts`):
+    `member_of` checked every other value (safe integers, strings)."""
+    tag, turn, step, index, call_id, named, name = key
+    head = (
+        f'{{"type":"{tag}","seq0":{seq0},"time0":{time0},"data":'
+        f'{{"turn":{turn},"step":{step},"index":{index},"dt":[{dt}]'
+    )
+    if call_id is None:
+        return f'{head},"texts":[{texts}]}}}}'
+    named_part = f',"name":{dumps(name)}' if named else ""
+    return f'{head},"id":{dumps(call_id)}{named_part},"args":[{texts}]}}}}'
 
 
 def _row(key: tuple[Any, ...], run: Sequence[JsonObject], texts: list[str]) -> JsonObject:

@@ -4,8 +4,6 @@ flush that only joins what its events' admission prepared."""
 from __future__ import annotations
 
 import threading
-from collections import deque
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonl_helpers import chunk, event
-from test_jsonl_packing import streams
+from test_jsonl_packing import streams, texts
 
 import plugins.session
 import plugins.session_persistence_jsonl
@@ -150,9 +148,9 @@ def test_a_short_run_closed_by_another_event_gets_its_lines_at_admission(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Two deltas then another event: their lines are made when that event is admitted, so
-    the write builds none. A run of three keeps only its texts (it packs); a run closed by a
-    delta of another key (a delta's admission looks at nothing behind it) and a run still open
-    at the write are built there. The bytes are those encoded at the write."""
+    the write builds none; so are a lone delta's when a delta of another key follows it. A run
+    of three keeps only its texts (it packs); a run still open at the write is built there. The
+    bytes are those encoded at the write."""
     reasoning = chunk(5, "r", kind="reasoning-delta")
     events = [
         event(0, "step/start", {"turn": 1, "step": 1}),
@@ -178,40 +176,71 @@ def test_a_short_run_closed_by_another_event_gets_its_lines_at_admission(
 
     monkeypatch.setattr(encoder_module, "member_line", counting)
     assert batch_text(events, pack=True, ahead=ahead) == reference(events, True)
-    assert built == [4, 5, 10]
+    assert built == [10]
 
 
-class TakenDuringTheWalk(deque[list[Any]]):
-    """A queue from which the I/O thread takes the head while the loop walks it backwards."""
+@st.composite
+def runs(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Streams of long delta runs of one key broken every way `packing` breaks a run: another
+    key, another event, a seq gap, an unsafe time gap."""
+    out: list[dict[str, Any]] = []
+    seq, time = 0, 0
+    for _ in range(draw(st.integers(min_value=0, max_value=6))):
+        cut = draw(st.sampled_from(["key", "event", "seq", "time", "none"]))
+        if cut == "event":
+            out.append({"type": "step/end", "seq": seq, "time": time, "data": {"turn": 1}})
+            seq += 1
+        seq += cut == "seq"
+        time = (-(2**52) if time > 0 else 2**52) if cut == "time" else time
+        index = draw(st.integers(min_value=0, max_value=1)) if cut == "key" else 0
+        for _ in range(draw(st.integers(min_value=1, max_value=9))):
+            out.append(chunk(seq, draw(texts), time=time))
+            out[-1]["data"]["chunk"]["index"] = index
+            seq += 1
+            time += draw(st.sampled_from([0, 1, -3]))
+    return out
 
-    def __reversed__(self) -> Iterator[list[Any]]:
-        walk = super().__reversed__()
-        self.popleft()
-        return walk
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(streams(), runs()), st.data(), st.booleans())
+def test_batches_all_prepared_are_cut_from_the_runs_as_admitted(
+    events: list[dict[str, Any]], data: st.DataObject, pack: bool
+) -> None:
+    """Events admitted in steps and written in batches that may end anywhere (a run cut by a
+    batch, then continued by admissions after the write): every batch is written from what
+    was prepared, without the packing walk or any `dumps`, and its bytes are the ones encoded
+    at the write."""
+    ahead = Ahead(pack=pack)
+    admitted = written = 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(encoder_module, "pack_records", None)
+        patch.setattr(encoder_module, "dumps", None)
+        while written < len(events):
+            if admitted < len(events):
+                step = data.draw(st.integers(min_value=1, max_value=len(events) - admitted))
+                for ev in events[admitted : admitted + step]:
+                    ahead.admit(ev)
+                admitted += step
+            end = data.draw(st.integers(min_value=written + 1, max_value=admitted))
+            batch = events[written:end]
+            assert batch_text(batch, pack=pack, ahead=ahead) == reference(batch, pack)
+            written = end
 
 
-def test_a_write_taking_entries_during_the_short_run_walk_costs_no_bytes() -> None:
-    """The walk that encodes a closed short run meets a queue the I/O thread just changed:
-    the closing event is left to the write, which encodes it there, and the bytes are the
-    same as encoding everything at the write."""
-    events = [event(0, "step/start", {"turn": 1, "step": 1}), chunk(1, "a"), chunk(2, "b")]
-    closing = event(3, "step/end", {"turn": 1, "step": 1})
+def test_take_all_puts_back_a_batch_that_is_not_the_one_admitted() -> None:
+    """A batch whose middle event is not the object admitted is not taken whole: its entries
+    go back, and `take` finds the others."""
+    events = [event(0, "step/start", {"turn": 1}), chunk(1, "a"), chunk(2, "b")]
     ahead = Ahead(pack=True)
     for ev in events:
         ahead.admit(ev)
-    racing = TakenDuringTheWalk(ahead._ready)
-    ahead._ready = racing
-    ahead.admit(closing)  # the walk raises inside admit, which must not
-    assert [entry[0]["seq"] for entry in racing] == [1, 2]  # nothing admitted for seq 3
-    rest = [*events[1:], closing]
-    encoded, _, _ = ahead.take(rest)
-    assert encoded[-1] is None  # the write encodes the closing event itself
-    ahead = Ahead(pack=True)
-    for ev in events:
-        ahead.admit(ev)
-    ahead._ready = TakenDuringTheWalk(ahead._ready)
-    ahead.admit(closing)
-    assert batch_text(rest, pack=True, ahead=ahead) == reference(rest, True)
+    batch = [events[0], dict(events[1]), events[2]]
+    assert ahead.take_all(batch) is None
+    lines, members, _ = ahead.take(batch)
+    assert lines == [dumps(events[0]), None, None]
+    assert members[1] is None
+    assert members[2] is not None
+    assert batch_text(batch, pack=True) == reference(batch, True)
 
 
 @pytest.mark.anyio
