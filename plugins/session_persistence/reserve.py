@@ -5,20 +5,25 @@ On ext4 an `fsync` of an append into blocks already allocated journals no block 
 descriptor (docs/performance.md, "Seventh round: blocks reserved ahead of a live log", "A
 growing WAL's `fsync`"). `FALLOC_FL_KEEP_SIZE` leaves the file's size and bytes as they are:
 readers see the same bytes, and blocks past the end are invisible; a same-size `ftruncate` (or
-deleting the file) frees them again. Elsewhere, on file systems without it, and in memory
-(tmpfs, ramfs: `fsync` writes nothing there, and the reservation would hold memory), reserving
-does nothing.
+deleting the file) frees them again. Elsewhere, on file systems without it, with less than
+`HEADROOM` times the reservation free, and in memory (tmpfs, ramfs: `fsync` writes nothing
+there, and the reservation would hold memory), reserving does nothing.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["keep_size_fallocate"]
+__all__ = ["HEADROOM", "keep_size_fallocate"]
 
+#: Reserve only while the file system has this many times the reservation free: near a full
+#: disk, blocks reserved past many live files' ends must not take the space another write
+#: needs (an append that would have fit failing with `ENOSPC`).
+HEADROOM: Final = 64
 _KEEP_SIZE: Final = 0x01  # FALLOC_FL_KEEP_SIZE, linux/falloc.h
 #: `statfs.f_type` of the file systems kept in memory: TMPFS_MAGIC, RAMFS_MAGIC (linux/magic.h).
 _IN_MEMORY: Final = frozenset({0x01021994, 0x858458F6})
@@ -61,7 +66,11 @@ def in_memory(fd: int) -> bool:
 
 def keep_size_fallocate(fd: int, offset: int, length: int) -> bool:
     """Allocate `length` bytes of `fd` from `offset` without changing its size; False when
-    nothing was reserved (not Linux, a file system without it or in memory, a full disk)."""
+    nothing was reserved (not Linux, a file system without it or in memory, less than
+    `HEADROOM` times `length` free, a full disk)."""
     if _FALLOCATE is None or in_memory(fd):
+        return False
+    free = os.fstatvfs(fd)
+    if free.f_bavail * free.f_frsize < HEADROOM * length:
         return False
     return _FALLOCATE(fd, _KEEP_SIZE, offset, length) == 0
