@@ -8,7 +8,6 @@ the events happened, so here the place in line is a `Ticket` taken at once and w
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from types import TracebackType
 
 import anyio
@@ -49,15 +48,15 @@ class Ticket:
 
 
 class FifoLock:
-    """A mutex granted strictly in ticket order; `on_idle` runs when nobody holds or waits."""
+    """A mutex granted strictly in ticket order; `_idle` (a hook for subclasses) runs when
+    nobody holds or waits any more."""
 
-    __slots__ = ("_held", "_on_idle", "_waiters")
+    __slots__ = ("_held", "_waiters")
 
-    def __init__(self, on_idle: Callable[[], None] | None = None) -> None:
+    def __init__(self) -> None:
         self._held = False
         #: Made by the first waiter: most locks are taken and given back with nobody waiting.
         self._waiters: deque[Ticket] | None = None
-        self._on_idle = on_idle
 
     def ticket(self) -> Ticket:
         """Take the next place in line now; enter the ticket (`async with`) to wait for it."""
@@ -78,9 +77,7 @@ class FifoLock:
         self._idle()
 
     def _idle(self) -> None:
-        """Nobody holds or waits any more."""
-        if self._on_idle is not None:
-            self._on_idle()
+        """Nobody holds or waits any more (nothing to do here)."""
 
     def _abandon(self, ticket: Ticket) -> None:
         """A waiter gave up (cancelled): pass the lock on if it had already been granted."""

@@ -79,8 +79,8 @@ class Binding:
 
 class _Queue(FifoLock):
     """One id's queue, in its table's `queues` while anyone holds or waits for it: made per
-    write of an idle id, so it carries its key instead of an `on_idle` callback of its own
-    (docs/performance.md)."""
+    write of an idle id, so it carries its key and leaves the table when idle (`_idle`), with
+    no callback object of its own (docs/performance.md)."""
 
     __slots__ = ("_id", "_queues")
 

@@ -38,9 +38,22 @@ async def test_a_failure_does_not_block_the_next() -> None:
             pass
 
 
+class _Reporting(FifoLock):
+    """Records each time the lock becomes idle."""
+
+    __slots__ = ("idle",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.idle: list[bool] = []
+
+    def _idle(self) -> None:
+        self.idle.append(True)
+
+
 async def test_cancelled_waiter_leaves_the_line_and_idle_is_reported() -> None:
-    idle: list[bool] = []
-    lock = FifoLock(on_idle=lambda: idle.append(True))
+    lock = _Reporting()
+    idle = lock.idle
     holder = lock.ticket()
     waiting = lock.ticket()
     after = lock.ticket()
