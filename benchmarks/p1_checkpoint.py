@@ -6,11 +6,16 @@ session of its own backend: one with the write on the backend's I/O thread (the 
 default, `inlineWriteMaxMs: 0`), one with the `dsh` CLI's `inlineWriteMaxMs: 2`, where the
 inline gate may run the write on the loop thread (docs/performance.md); the share of its
 flushes whose fsync ran there is reported. The floor is `os.write` + `os.fsync` of the very
-bytes that flush appended (read back from the log), to another file on the same disk. A second
+bytes that flush appended (read back from the log), to another file on the same disk that holds
+what the log held before them, so each write lands at the log's offsets and crosses the same
+block boundaries (a floor file per size and per floor). A second
 floor writes them to a file whose next blocks are reserved the way a live JSONL log's are
 (`reserve`: `fallocate` with `KEEP_SIZE`, once per `RESERVE_BYTES`, the call timed with the
 write it precedes). A third baseline performs the plain write+fsync through
 `anyio.to_thread.run_sync` from the event loop.
+Each size's batch is ~2 KB as the spec has it: the first warm-up rounds measure the bytes a batch
+appended and set its text's length so that the batch is `TARGET_BYTES` (± a few bytes as the
+sequence numbers grow).
 The cases alternate round by round in one run; the ratios are of the medians (vs the bare
 syscalls: the spec's bar).
 """
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import tempfile
 import threading
 import time
@@ -41,6 +47,8 @@ ROUNDS = 300
 WARMUP = 20
 SIZES = (1, 5, 20)
 TARGET_BYTES = 2048
+#: Warm-up rounds that set each size's text length from the bytes its batch appended.
+CALIBRATION_ROUNDS = 3
 #: The inline stack's `inlineWriteMaxMs` (the `dsh` CLI's app sets the same).
 INLINE_MAX_MS = 2.0
 
@@ -49,13 +57,14 @@ def _text(size: int) -> str:
     return ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
 
 
-def _step(session: Session, turn: int, step: int, count: int) -> None:
-    """Append a step batch of `count` events, ~`TARGET_BYTES` of JSONL in all."""
+def _step(session: Session, turn: int, step: int, count: int, pad: int = 0) -> None:
+    """Append a step batch of `count` events, ~`TARGET_BYTES` of JSONL in all; `pad` lengthens
+    (or shortens) the batch's one long text by that many bytes (the warm-up's calibration)."""
     if count == 1:
         message = {
             "id": f"u-{session.seq}",
             "role": "user",
-            "content": [{"type": "text", "text": _text(TARGET_BYTES - 180)}],
+            "content": [{"type": "text", "text": _text(TARGET_BYTES - 180 + pad)}],
             "source": {"kind": "user"},
         }
         session.append("user/message", message, surface_op="append")
@@ -69,7 +78,7 @@ def _step(session: Session, turn: int, step: int, count: int) -> None:
     message = {
         "id": f"a-{session.seq}",
         "role": "assistant",
-        "content": [{"type": "text", "text": _text(max(body, 64))}],
+        "content": [{"type": "text", "text": _text(max(body + pad, 64))}],
         "source": {"kind": "model", "provider": "bench", "model": "bench-1"},
     }
     data = {"turn": turn, "step": step, "message": message}
@@ -82,21 +91,32 @@ def _write_and_sync(fd: int, data: bytes) -> None:
     os.fsync(fd)
 
 
-class ReservedFloor:
+class Floor:
+    """A file that starts as a copy of a log, so that each write lands at the log's offsets."""
+
+    def __init__(self, path: Path, prefix: bytes) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        _write_and_sync(self.fd, prefix)
+        self.size = len(prefix)
+
+    def write_and_sync(self, data: bytes) -> None:
+        _write_and_sync(self.fd, data)
+        self.size += len(data)
+
+
+class ReservedFloor(Floor):
     """`os.write` + `os.fsync` on a file whose next blocks are reserved ahead of its end, as a
     live JSONL log's writer reserves them (docs/performance.md)."""
 
-    def __init__(self, path: Path) -> None:
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self.size = 0
+    def __init__(self, path: Path, prefix: bytes) -> None:
+        super().__init__(path, prefix)
         self.reserve_at = 0
 
     def write_and_sync(self, data: bytes) -> None:
         if self.size + len(data) > self.reserve_at:
             keep_size_fallocate(self.fd, self.size, RESERVE_BYTES)
             self.reserve_at = self.size + RESERVE_BYTES
-        _write_and_sync(self.fd, data)
-        self.size += len(data)
+        super().write_and_sync(data)
 
 
 class FsyncThreads:
@@ -142,10 +162,12 @@ async def _stack(stacks: AsyncExitStack, root: Path, name: str, inline_ms: float
 
 async def measure(
     rounds: int = ROUNDS, warmup: int = WARMUP
-) -> tuple[dict[int, tuple[Series, Series, Series, Series, Series]], dict[int, float]]:
+) -> tuple[
+    dict[int, tuple[Series, Series, Series, Series, Series]], dict[int, float], dict[int, list[int]]
+]:
     """Per batch size: (flush on the I/O thread, flush with the inline gate, write+fsync,
-    write+fsync in a worker thread, write+fsync with blocks reserved) series; and the share of
-    gated flushes that ran inline."""
+    write+fsync in a worker thread, write+fsync with blocks reserved) series; the share of
+    gated flushes that ran inline; and the bytes each timed batch appended."""
     found = {
         n: (
             Series(f"flush, I/O thread · {n} event(s)"),
@@ -157,24 +179,33 @@ async def measure(
         for n in SIZES
     }
     shares: dict[int, float] = {}
+    batch_bytes: dict[int, list[int]] = {n: [] for n in SIZES}
     base = Path(tempfile.mkdtemp(prefix="dsh-p1-", dir=os.environ.get("DSH_BENCH_DIR")))
-    floor_fd = os.open(base / "floor.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    reserved = ReservedFloor(base / "floor-reserved.bin")
+    floors: list[Floor] = []
     try:
         async with AsyncExitStack() as stacks:
             modes: dict[int, tuple[Stack, Stack]] = {}
+            mirrors: dict[int, tuple[Floor, Floor, ReservedFloor]] = {}
             for n in SIZES:
                 threaded = await _stack(stacks, base / f"thread-{n}", f"p1-{n}", 0.0)
                 inline = await _stack(stacks, base / f"inline-{n}", f"p1-{n}", INLINE_MAX_MS)
                 modes[n] = (threaded, inline)
+                prefix = inline.log.read_bytes()
+                mirrors[n] = (
+                    Floor(base / f"floor-{n}.bin", prefix),
+                    Floor(base / f"floor-threaded-{n}.bin", prefix),
+                    ReservedFloor(base / f"floor-reserved-{n}.bin", prefix),
+                )
+                floors.extend(mirrors[n])
             inline_runs = dict.fromkeys(SIZES, 0)
+            pads = dict.fromkeys(SIZES, 0)
             loop_thread = threading.get_ident()
             for index in range(warmup + rounds):
                 for n in SIZES:
                     timed: list[float] = []
                     for stack in modes[n]:
                         size = stack.log.stat().st_size
-                        _step(stack.session, 1, index + 1, n)
+                        _step(stack.session, 1, index + 1, n, pads[n])
                         with FsyncThreads() as fsyncs:
                             start = time.perf_counter()
                             await stack.ctx.sessions.flush(stack.session)
@@ -184,11 +215,14 @@ async def measure(
                     with stack.log.open("rb") as log:
                         log.seek(size)
                         data = log.read()
+                    if index < min(warmup, CALIBRATION_ROUNDS):
+                        pads[n] += TARGET_BYTES - len(data)
+                    plain, in_thread, reserved = mirrors[n]
                     start = time.perf_counter()
-                    _write_and_sync(floor_fd, data)
+                    plain.write_and_sync(data)
                     floor = time.perf_counter() - start
                     start = time.perf_counter()
-                    await anyio.to_thread.run_sync(_write_and_sync, floor_fd, data)
+                    await anyio.to_thread.run_sync(in_thread.write_and_sync, data)
                     threaded_floor = time.perf_counter() - start
                     start = time.perf_counter()
                     reserved.write_and_sync(data)
@@ -197,16 +231,17 @@ async def measure(
                         samples = (*timed, floor, threaded_floor, reserved_floor)
                         for series, sample in zip(found[n], samples, strict=True):
                             series.samples.append(sample)
+                        batch_bytes[n].append(len(data))
             shares = {n: runs / rounds for n, runs in inline_runs.items()}
     finally:
-        os.close(floor_fd)
-        os.close(reserved.fd)
+        for floor_file in floors:
+            os.close(floor_file.fd)
         shutil.rmtree(base, ignore_errors=True)
-    return found, shares
+    return found, shares, batch_bytes
 
 
 def main() -> None:
-    found, shares = anyio.run(measure)
+    found, shares, batch_bytes = anyio.run(measure)
     rows: list[Row] = []
     ratios: dict[str, dict[str, float]] = {}
     for n, (flush, gated, floor, threaded, reserved) in found.items():
@@ -222,6 +257,7 @@ def main() -> None:
             "thread_vs_threaded_floor": flush.median / threaded.median,
             "thread_vs_reserved_floor": flush.median / reserved.median,
             "inline_gate_vs_reserved_floor": gated.median / reserved.median,
+            "batch_bytes_median": float(statistics.median(batch_bytes[n])),
         }
     report(
         "p1_checkpoint",

@@ -16,11 +16,17 @@ def anyio_backend() -> str:
 
 
 async def test_p1_checkpoint_runs() -> None:
-    found, shares = await p1_checkpoint.measure(rounds=2, warmup=1)
+    warmup = p1_checkpoint.CALIBRATION_ROUNDS
+    found, shares, batch_bytes = await p1_checkpoint.measure(rounds=2, warmup=warmup)
     assert {n: [len(s.samples) for s in series] for n, series in found.items()} == {
         n: [2, 2, 2, 2, 2] for n in p1_checkpoint.SIZES
     }
     assert set(shares) == set(p1_checkpoint.SIZES)
+    # Every size's batch is ~2 KB once the warm-up has calibrated it (the spec's workload).
+    target = p1_checkpoint.TARGET_BYTES
+    for n, sizes in batch_bytes.items():
+        assert len(sizes) == 2
+        assert all(abs(size - target) <= target // 50 for size in sizes), (n, sizes)
 
 
 async def test_p6_growth_runs() -> None:
