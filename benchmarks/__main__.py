@@ -10,9 +10,10 @@ from pathlib import Path
 
 
 def available() -> list[str]:
-    """Benchmark modules are `benchmarks/<name>.py` files exposing `main()`."""
+    """Benchmark modules are `benchmarks/<name>.py` files exposing `main()` (not the harness, the
+    plot, or `p11_floor`, a script P11 runs as a child)."""
     here = Path(__file__).resolve().parent
-    skip = {"harness", "__main__", "plot"}
+    skip = {"harness", "__main__", "plot", "p11_floor"}
     return sorted(m.name for m in pkgutil.iter_modules([str(here)]) if m.name not in skip)
 
 

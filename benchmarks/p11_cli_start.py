@@ -1,10 +1,12 @@
 """P11: cold start of the CLI, whole process, on a session root of 10 and of 1000 sessions.
 
-Each round runs, one after the other: `python -c pass` (the interpreter's own start-up),
-`dsh sessions` on the 10-session root, `dsh sessions` on the 1000-session root and `dsh show ID`
-on the 1000-session root, each as a fresh child process (the packaged app, `DSH_HOME` pointing at
-the root). Wall time from spawn to exit; the cases alternate round by round. Goals: `dsh sessions`
-≤ 150 ms over the interpreter for 10 sessions; listing 1000 sessions ≤ 1 s.
+Each round runs, one after the other: `python -c pass` (the interpreter's own start-up), the
+library floor (`p11_floor.py`: the least `dsh sessions` does, with the same libraries and none of
+the project's code), `dsh sessions` on the 10-session root, `dsh sessions` on the 1000-session
+root and `dsh show ID` on the 1000-session root, each as a fresh child process (the packaged
+app, `DSH_HOME` pointing at the root). Wall time from spawn to exit; the cases alternate round by
+round. Goals: `dsh sessions` ≤ 150 ms over the interpreter for 10 sessions; listing 1000
+sessions ≤ 1 s.
 
 The roots are written through the JSONL backend (zstd, as the app stores them): each session
 holds one completed turn (a user message and a text answer, 6 events).
@@ -29,6 +31,9 @@ from plugins.session_persistence_jsonl import JsonlBackend
 ROUNDS = 7
 WARMUP = 1
 SIZES = (10, 1000)
+#: The least `dsh sessions` does, with its libraries and none of the project's modules.
+FLOOR_SCRIPT = Path(__file__).with_name("p11_floor.py")
+FLOOR_CASE = "library floor (typer, pydantic, ruamel.yaml, entry points, zstd, anyio)"
 #: The console script's body, so the figures are those of `dsh` itself.
 DSH = [sys.executable, "-c", "import sys; from apps.cli.main import main; main()"]
 
@@ -99,7 +104,7 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     done = subprocess.run(argv, env=env, capture_output=True, check=False)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
-        raise RuntimeError(f"{argv[3:]} exited {done.returncode}: {done.stderr.decode()[-500:]}")
+        raise RuntimeError(f"{argv[1:]} exited {done.returncode}: {done.stderr.decode()[-500:]}")
     return elapsed
 
 
@@ -120,7 +125,8 @@ def measure(
         }
         largest = max(sizes)
         cases: dict[str, tuple[list[str], dict[str, str]]] = {
-            "python -c pass": ([sys.executable, "-c", "pass"], env)
+            "python -c pass": ([sys.executable, "-c", "pass"], env),
+            FLOOR_CASE: ([sys.executable, str(FLOOR_SCRIPT), "sessions"], env),
         }
         for n in sizes:
             cases[f"dsh sessions · {n} sessions"] = (
@@ -151,7 +157,10 @@ def main() -> None:
         if found is interpreter:
             continue
         over[name] = (found.median - interpreter.median) * 1000
-        rows.append(row(found, interpreter, note=f"{over[name]:.0f} ms over the interpreter"))
+        note = f"{over[name]:.0f} ms over the interpreter"
+        if name == FLOOR_CASE:
+            note += "; no project code (benchmarks/p11_floor.py)"
+        rows.append(row(found, interpreter, note=note))
     report(
         "p11_cli_start",
         "dsh cold start, whole process (ratio: vs python -c pass)",
