@@ -98,10 +98,19 @@ _ADVANCE_MANY: Final = (
 )
 
 
+#: One event row's values. `sqlite3` binds an `int`, a `str` or a `bytearray` as it is but sends
+#: None and `bytes` through its adapter lookup, whose failed attribute lookups cost more than the
+#: rest of the bind, so `_insert_rows` binds a blob as a `bytearray` and a nullable column's NULL
+#: as `_NULL`, which `NULLIF` turns back into NULL (no value of these columns is that integer:
+#: blobs, texts, and 0 or 1); the stored values are the same (docs/performance.md).
+_ROW_VALUES: Final = "(?, ?, ?, ?, ?, NULLIF(?, -1), NULLIF(?, -1), NULLIF(?, -1), NULLIF(?, -1))"
+_NULL: Final = -1
+
+
 @lru_cache(maxsize=_ROWS_PER_INSERT)
 def _insert_sql(count: int) -> str:
     """One `INSERT` of `count` event rows."""
-    return _INSERT_ROWS + ", ".join(("(?, ?, ?, ?, ?, ?, ?, ?, ?)",) * count)
+    return _INSERT_ROWS + ", ".join((_ROW_VALUES,) * count)
 
 
 @lru_cache(maxsize=_SESSIONS_PER_ADVANCE)
@@ -113,13 +122,23 @@ def _advance_sql(count: int) -> str:
 def _insert_rows(
     connection: sqlite3.Connection, batches: Iterable[tuple[str, Sequence[Row]]]
 ) -> None:
-    """Insert each `(session_id, rows)` batch, up to `_ROWS_PER_INSERT` rows a statement."""
+    """Insert each `(session_id, rows)` batch, up to `_ROWS_PER_INSERT` rows a statement, bound
+    as `_ROW_VALUES` says."""
     params: list[object] = []
     count = 0
     for session_id, rows in batches:
-        for row in rows:
-            params.append(session_id)
-            params.extend(row)
+        for seq, kind, at, data, seqs, op, ignorable, key_order in rows:
+            params += (
+                session_id,
+                seq,
+                kind,
+                at,
+                data if isinstance(data, str) else bytearray(data),
+                _NULL if seqs is None else bytearray(seqs),
+                _NULL if op is None else op,
+                _NULL if ignorable is None else ignorable,
+                _NULL if key_order is None else key_order,
+            )
             count += 1
             if count == _ROWS_PER_INSERT:
                 connection.execute(_insert_sql(count), params)
