@@ -98,10 +98,19 @@ _ADVANCE_MANY: Final = (
 )
 
 
+#: One event row's values. `sqlite3` binds an `int`, a `str` or a `bytearray` as it is but sends
+#: None and `bytes` through its adapter lookup, whose failed attribute lookups cost more than the
+#: rest of the bind, so `_insert_rows` binds a blob as a `bytearray` and a nullable column's NULL
+#: as `_NULL`, which `NULLIF` turns back into NULL (no value of these columns is that integer:
+#: blobs, texts, and 0 or 1); the stored values are the same (docs/performance.md).
+_ROW_VALUES: Final = "(?, ?, ?, ?, ?, NULLIF(?, -1), NULLIF(?, -1), NULLIF(?, -1), NULLIF(?, -1))"
+_NULL: Final = -1
+
+
 @lru_cache(maxsize=_ROWS_PER_INSERT)
 def _insert_sql(count: int) -> str:
     """One `INSERT` of `count` event rows."""
-    return _INSERT_ROWS + ", ".join(("(?, ?, ?, ?, ?, ?, ?, ?, ?)",) * count)
+    return _INSERT_ROWS + ", ".join((_ROW_VALUES,) * count)
 
 
 @lru_cache(maxsize=_SESSIONS_PER_ADVANCE)
@@ -111,15 +120,25 @@ def _advance_sql(count: int) -> str:
 
 
 def _insert_rows(
-    connection: sqlite3.Connection, batches: Iterable[tuple[str, Sequence[Row]]]
+    connection: sqlite3.Connection | sqlite3.Cursor, batches: Iterable[tuple[str, Sequence[Row]]]
 ) -> None:
-    """Insert each `(session_id, rows)` batch, up to `_ROWS_PER_INSERT` rows a statement."""
+    """Insert each `(session_id, rows)` batch, up to `_ROWS_PER_INSERT` rows a statement, bound
+    as `_ROW_VALUES` says."""
     params: list[object] = []
     count = 0
     for session_id, rows in batches:
-        for row in rows:
-            params.append(session_id)
-            params.extend(row)
+        for seq, kind, at, data, seqs, op, ignorable, key_order in rows:
+            params += (
+                session_id,
+                seq,
+                kind,
+                at,
+                data if isinstance(data, str) else bytearray(data),
+                _NULL if seqs is None else bytearray(seqs),
+                _NULL if op is None else op,
+                _NULL if ignorable is None else ignorable,
+                _NULL if key_order is None else key_order,
+            )
             count += 1
             if count == _ROWS_PER_INSERT:
                 connection.execute(_insert_sql(count), params)
@@ -175,9 +194,14 @@ class SqliteBackend(BackendBase):
         self._stale_ms = stale_ms
         self._host = host
         self._connection: sqlite3.Connection | None = None
+        #: A cursor of `_connection` that runs the statements of its transactions
+        #: (`connection.execute` makes and drops a cursor per statement).
+        self._cursor: sqlite3.Cursor | None = None
         #: Whether `_connection` is read-only (opened by a read; the first write reopens it).
         self._reading = False
         self._store_id = ""
+        #: `path` as text (`os.lstat` of a `Path` calls its `__fspath__` first).
+        self._file = str(self.path)
         #: (st_dev, st_ino) of the database file the connection opened.
         self._identity = (0, 0)
         #: `PRAGMA data_version` when the open connection last checked the schema (None: not
@@ -342,6 +366,7 @@ class SqliteBackend(BackendBase):
                     busy_timeout_ms=self.busy_timeout_ms,
                 )
             self._connection, self._store_id = opened
+            self._cursor = self._connection.cursor()
             self._reading = read
             self._schema_seen = None
             st = os.lstat(self.path)
@@ -357,10 +382,13 @@ class SqliteBackend(BackendBase):
             return self._savepoint(connection, body)
         if write:
             self._check_identity()
-        connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        cursor = self._cursor
+        assert cursor is not None
+        assert cursor.connection is connection
+        cursor.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
             result = body()
-            connection.execute("COMMIT")
+            cursor.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
@@ -501,7 +529,7 @@ class SqliteBackend(BackendBase):
         """Raise `ReplacedFileError` when the database path no longer names the opened file (a
         `mv`, then a copy put back: the connection would go on writing the orphan)."""
         try:
-            st = os.lstat(self.path)
+            st = os.lstat(self._file)
         except FileNotFoundError:
             raise fsguard.ReplacedFileError(str(self.path)) from None
         if (st.st_dev, st.st_ino) != self._identity:
@@ -511,7 +539,9 @@ class SqliteBackend(BackendBase):
         """`check_schema` inside a write transaction, skipped while no other connection has
         committed since this one last checked: `PRAGMA data_version` changes only then, and
         only another connection can change the schema."""
-        (version,) = connection.execute("PRAGMA data_version").fetchone()
+        cursor = self._cursor
+        assert cursor is not None
+        (version,) = cursor.execute("PRAGMA data_version").fetchone()
         if version != self._schema_seen:
             check_schema(connection, self.path)
             self._schema_seen = version
@@ -587,8 +617,10 @@ class SqliteBackend(BackendBase):
             seen, token = self._seen.get(session_id), self._tokens.get(session_id)
             if is_materialized and token is not None and seen is not None and first == seen:
                 advance = (seen + count, session_id, seen, session_id, token)
-                if connection.execute(_ADVANCE, advance).rowcount == 1:
-                    _insert_rows(connection, ((session_id, rows),))
+                cursor = self._cursor
+                assert cursor is not None
+                if cursor.execute(_ADVANCE, advance).rowcount == 1:
+                    _insert_rows(cursor, ((session_id, rows),))
                     return seen + count
             # Creating the log, a one-off write, or a check that failed: read what is stored
             # and name what is wrong.
@@ -729,4 +761,4 @@ class SqliteBackend(BackendBase):
                 self._release(connection, session_id, token)
         finally:
             connection.close()
-            self._connection = None
+            self._connection = self._cursor = None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any, Final
 
 import zstandard
@@ -230,6 +231,12 @@ def _data_text(data: JsonObject, texts: list[str]) -> str:
     return f'{head},"id":{dumps(data["id"])}{name},"args":[{joined}]}}'
 
 
+#: An `ahead.Ahead` entry's row (None for a delta), packing member and JSON text.
+_ROW: Final = itemgetter(1)
+_MEMBER: Final = itemgetter(2)
+_TEXT: Final = itemgetter(3)
+
+
 class Ahead(ahead.Ahead[Row]):
     """Rows of one live session prepared as its events are admitted (`ahead.Ahead`); large
     `data` is compressed at the write, never on the loop thread."""
@@ -246,8 +253,15 @@ def _plain_row(event: JsonObject) -> Row:
 
 def encode_rows(events: Sequence[JsonObject], ahead: Ahead | None = None) -> list[Row]:
     """The `events` rows of one batch, packing runs of >= 3 streaming deltas; `ahead` supplies
-    what was prepared (an event without it is encoded here)."""
-    ready, members, texts = prepared(events, ahead, pack=True)
+    what was prepared (an event without it is encoded here). A batch all prepared is taken in
+    one call (`Ahead.take_all`); without a delta among it, its rows are the prepared ones."""
+    taken = None if ahead is None else ahead.take_all(events)
+    if taken is None:
+        ready, members, texts = prepared(events, ahead, pack=True)
+    elif not any(map(_MEMBER, taken)):
+        return [_compressed(entry[1]) for entry in taken]
+    else:
+        ready, members, texts = (list(map(get, taken)) for get in (_ROW, _MEMBER, _TEXT))
     if not any(members):  # nothing packable: each event is its own row
         return [
             _event_row(event) if row is None else _compressed(row)

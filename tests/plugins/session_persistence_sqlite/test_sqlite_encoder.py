@@ -141,6 +141,24 @@ def test_a_run_past_the_member_limit_splits_the_same_way() -> None:
     assert [row[1] for row in rows] == ["text-chunks", "assistant/chunk", "assistant/chunk"]
 
 
+def test_a_batch_all_prepared_is_taken_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No per-event `take` for a batch whose every event was admitted, with or without a run
+    of deltas; the rows are the same."""
+    plain = [event(0, "step/start", {"turn": 1, "step": 1}), event(1, "step/end", {"turn": 1})]
+    plain[1]["sourceEventSeqs"] = [0]
+    deltas = [chunk(seq, "w") for seq in range(2, 6)]
+    ahead = Ahead()
+    for ev in plain + deltas:
+        ahead.admit(ev)
+
+    def refused(self: Ahead, events: Sequence[JsonObject]) -> Any:
+        raise AssertionError("taken event by event")
+
+    monkeypatch.setattr(Ahead, "take", refused)
+    assert encode_rows(plain, ahead) == reference(plain)
+    assert encode_rows(deltas, ahead) == reference(deltas)
+
+
 def test_admit_leaves_an_unencodable_event_to_the_write() -> None:
     ahead = Ahead()
     bad = event(0, "custom/x", {"value": float("nan")})
