@@ -18,9 +18,8 @@ from typing import Any
 from rich.text import Text
 
 from framework.manifest import Manifest
-from plugins.agent.opening import NOT_STARTED, UNKNOWN_OUTCOME, repair_code
-from plugins.agent.tool_calls import parse_arguments
-from plugins.session.jsonutil import dumps
+from plugins.session.jsonutil import dumps, parse_arguments
+from plugins.session.repair import NOT_STARTED, UNKNOWN_OUTCOME, repair_code
 from plugins.session_persistence import Owner, SessionLog
 
 from .clock import stamp

@@ -165,12 +165,15 @@ def test_an_mcp_row_is_neither_imported_nor_started_to_list_sessions(seeded: San
 def test_show_tells_the_checkpoint_policy_without_importing_its_barriers(seeded: Sandbox) -> None:
     # `dsh show` asks which policy the manifest mounts (to draw its barriers): the rows are
     # resolved, not validated again, and the barriers' model and tool machinery stays out, as
-    # do the run views (rich's live display and tables).
+    # do the run views (rich's live display and tables) and the agent's modules (the repair
+    # codes and the arguments' parser live with the session's repair and JSON helpers).
     done, loaded = _run(seeded, "show", "first")
     assert done.returncode == 0, done.stderr
     assert "checkpoint barrier of @deepseek-ai/dsh-session-checkpoint-policy" in done.stdout
     heavy = (
         "apps.cli.views",
+        "plugins.agent.opening",
+        "plugins.agent.tool_calls",
         "plugins.session_checkpoint_policy.barriers",
         "plugins.tools.service",
         "rich.live",
