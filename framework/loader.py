@@ -560,6 +560,7 @@ async def boot(
     environ: Mapping[str, str] | None = None,
     base_dir: str | os.PathLike[str] | None = None,
     services: Collection[str] | None = None,
+    resolved: Callable[[Manifest, Mapping[str, object]], None] | None = None,
 ) -> AsyncIterator[Context]:
     """Boot a manifest (plus overlays) into a new root :class:`Context`.
 
@@ -571,7 +572,10 @@ async def boot(
     :func:`rows_serving`; every row when that cannot be told). The whole manifest is still
     parsed and every row resolved, so a broken manifest fails the same way. The other rows'
     listeners and middleware are absent: this suits work that calls those services directly
-    (reading stored sessions), not a run. Raises
+    (reading stored sessions), not a run. ``resolved``, when given, is called once with the
+    parsed manifest (overlays applied) and each enabled row's resolved plugin by row id, before
+    any row is mounted: what the boot read, for a caller that would otherwise read the manifest
+    again to learn which plugins it mounts. Raises
     ``ManifestError`` (all parse, shape and resolution problems) or ``BootError`` (rows FAILED
     or still PENDING, its ``hints`` naming the plugin for each awaited service no row provides;
     everything is disposed first). The framework's error records of a failed boot are logged
@@ -581,6 +585,8 @@ async def boot(
     parsed, plugins, problems = _prepare(source, patches)
     if parsed is None or problems:
         raise ManifestError("\n".join(str(p) for p in problems))
+    if resolved is not None:
+        resolved(parsed, plugins)
     selected = None if services is None else rows_serving(parsed, plugins, services)
     mounter = _Mounter(plugins, os.environ if environ is None else environ, source, selected)
     failed: list[str] = []

@@ -23,8 +23,7 @@ import anyio
 from rich.console import Console
 from rich.text import Text
 
-from plugins.agent.tool_calls import parse_arguments
-from plugins.session.jsonutil import dumps
+from plugins.session.jsonutil import dumps, parse_arguments
 from plugins.tool_approval import Answer, ApprovalRequest, Question, pending_questions
 
 from .errors import USAGE, CliError

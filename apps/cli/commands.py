@@ -33,9 +33,10 @@ from .states import STATES, State
 from .stored import STORE_ONLY, not_found, persistence_of, stored_events
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Collection, Mapping
 
     from framework import Context
+    from framework.manifest import Manifest as ParsedManifest
 
     from . import approving
     from .views import RunView
@@ -94,11 +95,15 @@ Debug = Annotated[bool, typer.Option("--debug", help="Debug logging and tracebac
 
 
 def _boot(
-    config: Path | None, patches: list[Path] | None, services: "Collection[str] | None" = None
+    config: Path | None,
+    patches: list[Path] | None,
+    services: "Collection[str] | None" = None,
+    resolved: "Callable[[ParsedManifest, Mapping[str, object]], None] | None" = None,
 ) -> "AbstractAsyncContextManager[Context]":
     """The app of a command: `-c` (else the default manifest) with its `--patch` overlays; with
-    `services`, only the rows that provide them (every row is still resolved and checked)."""
-    return boot(config or default_manifest(), patches or [], services=services)
+    `services`, only the rows that provide them (every row is still resolved and checked);
+    `resolved` sees the rows the boot resolved (`framework.loader.boot`)."""
+    return boot(config or default_manifest(), patches or [], services=services, resolved=resolved)
 
 
 def _execute(debug: bool, work: Callable[[], Awaitable[int]], *, json: bool = False) -> NoReturn:
@@ -365,9 +370,10 @@ def show(
 
     async def work() -> int:
         from . import transcript
-        from .timeline import Timeline, checkpoint_policy, storage_notes
+        from .timeline import MountedPolicy, Timeline, storage_notes
 
-        async with _boot(config, patch, STORE_ONLY) as ctx:
+        policy = MountedPolicy()
+        async with _boot(config, patch, STORE_ONLY, policy) as ctx:
             persistence = persistence_of(ctx)
             if raw:
                 sys.stdout.buffer.write(await persistence.read_raw(session_id))
@@ -393,8 +399,7 @@ def show(
             for event in log.events:
                 print(dumps(event))
             return OK
-        policy = checkpoint_policy(config or default_manifest(), patch or [])
-        timeline = Timeline(log.events, len(stored), policy)
+        timeline = Timeline(log.events, len(stored), policy.name)
         out = consoles().out
         notes = storage_notes(log, owner, None if location is None else location.path)
         for line in (*timeline.header(log.header), *notes, *timeline.lines()):
@@ -656,19 +661,19 @@ def export(
 
     async def work() -> int:
         from . import export as exporting
-        from .timeline import checkpoint_policy
+        from .timeline import MountedPolicy
 
         if (html is None) == (jsonl is None):
             raise CliError("pass one of --html FILE or --jsonl FILE", USAGE)
-        async with _boot(config, patch, STORE_ONLY) as ctx:
+        policy = MountedPolicy()
+        async with _boot(config, patch, STORE_ONLY, policy) as ctx:
             persistence = persistence_of(ctx)
             stored = await persistence.read_from(session_id, 0)
             log = await persistence.inspect(session_id)
             if await persistence.owner(session_id) is not None:
                 log = SessionLog(log.header, stored, log.torn_bytes, log.set_aside)
         if html is not None:
-            policy = checkpoint_policy(config or default_manifest(), patch or [])
-            page = exporting.html_page(log.header, log.events, len(stored), policy)
+            page = exporting.html_page(log.header, log.events, len(stored), policy.name)
             html.write_text(page, "utf-8")
             print(f"wrote {html}")
             return OK

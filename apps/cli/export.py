@@ -14,9 +14,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from plugins.agent.opening import repair_code
-from plugins.agent.tool_calls import parse_arguments
-from plugins.session.jsonutil import dumps
+from plugins.session.jsonutil import dumps, parse_arguments
+from plugins.session.repair import repair_code
 from plugins.session_persistence.header import stored_header
 
 from .clock import stamp

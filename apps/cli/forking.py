@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from framework import Context
-from plugins.agent.opening import new_session_id, repair_code
+from plugins.agent.opening import new_session_id
 from plugins.session import SessionForkError, fork_seed
+from plugins.session.repair import repair_code
 from plugins.session_persistence import SessionNotFoundError
 
 from .errors import USAGE, CliError

@@ -12,16 +12,14 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from rich.text import Text
 
-from framework.loader import inspect_manifest
-from plugins.agent.opening import NOT_STARTED, UNKNOWN_OUTCOME, repair_code
-from plugins.agent.tool_calls import parse_arguments
-from plugins.session.jsonutil import dumps
+from framework.manifest import Manifest
+from plugins.session.jsonutil import dumps, parse_arguments
+from plugins.session.repair import NOT_STARTED, UNKNOWN_OUTCOME, repair_code
 from plugins.session_persistence import Owner, SessionLog
 
 from .clock import stamp
@@ -271,17 +269,25 @@ POLICY_MODULES = frozenset(
 )
 
 
-def checkpoint_policy(manifest: Path, patches: Sequence[Path]) -> str | None:
-    """The row name of the checkpoint policy (the seed's or its strict variant) the manifest
-    mounts, or None: `dsh show` draws barriers only then."""
-    # Which plugins it mounts is all that counts here: the rows are resolved, not validated
-    # again, and the policies' modules are told by name (importing the strict one would import
-    # the barriers' model and tool machinery; docs/performance.md, "Start-up (P11)").
-    found = inspect_manifest(manifest, list(patches), validate=False)
-    if found.manifest is None:
-        return None
-    for entry in found.manifest.walk(enabled_only=True):
-        plugin = found.plugins.get(entry.id)
+def checkpoint_policy(manifest: Manifest, plugins: Mapping[str, object]) -> str | None:
+    """The row name of the checkpoint policy (the seed's or its strict variant) among a
+    manifest's enabled rows and their resolved plugins (what a boot resolved: `boot(...,
+    resolved=...)`), or None: `dsh show` draws barriers only then."""
+    # The policies' modules are told by name: importing the strict one would import the
+    # barriers' model and tool machinery (docs/performance.md, "Start-up (P11)").
+    for entry in manifest.walk(enabled_only=True):
+        plugin = plugins.get(entry.id)
         if isinstance(plugin, ModuleType) and plugin.__name__ in POLICY_MODULES:
             return entry.name
     return None
+
+
+class MountedPolicy:
+    """Passed as a boot's `resolved`: keeps `checkpoint_policy` of what the boot resolved, so
+    the manifest is read once."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+
+    def __call__(self, manifest: Manifest, plugins: Mapping[str, object]) -> None:
+        self.name = checkpoint_policy(manifest, plugins)

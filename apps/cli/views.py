@@ -29,8 +29,8 @@ from plugins.agent import (
     ToolResult,
     TurnEnd,
 )
-from plugins.agent.opening import NOT_STARTED, UNKNOWN_OUTCOME
 from plugins.session.jsonutil import dumps, loads
+from plugins.session.repair import NOT_STARTED, UNKNOWN_OUTCOME
 
 from .console import Consoles
 from .summary import content_text, reason_text, short

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from plugins.session.repair import TOOL_NOT_STARTED_ERROR, TOOL_OUTCOME_UNKNOWN_ERROR
+from plugins.session.repair import NOT_STARTED, UNKNOWN_OUTCOME, repair_code
 from plugins.session_persistence import SessionNotFoundError
 
 from .handle import AgentHandle
@@ -25,11 +25,6 @@ if TYPE_CHECKING:
     from .service import AgentsService, Setup
 
 Event = Mapping[str, Any]
-
-#: The `error.code` of a repair result whose call was recorded but has no durable result.
-UNKNOWN_OUTCOME: str = TOOL_OUTCOME_UNKNOWN_ERROR["code"]
-#: The `error.code` of a repair result whose call never became durable.
-NOT_STARTED: str = TOOL_NOT_STARTED_ERROR["code"]
 
 How = Literal["created", "resumed", "live"]
 
@@ -79,15 +74,6 @@ class Repairs:
             numbers = ", ".join(str(t) for t in self.turns)
             parts.append(f"turn {numbers} closed as interrupted")
         return ", ".join(parts)
-
-
-def repair_code(event: Event) -> str | None:
-    """`TOOL_OUTCOME_UNKNOWN` / `TOOL_NOT_STARTED` for a repair `tool/result`, else None."""
-    if event["type"] != "tool/result":
-        return None
-    error = event["data"].get("error")
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if code in (UNKNOWN_OUTCOME, NOT_STARTED) else None
 
 
 def _is_interrupted_end(event: Event) -> bool:

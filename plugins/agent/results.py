@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .opening import NOT_STARTED, UNKNOWN_OUTCOME
-from .tool_calls import parse_arguments
+from plugins.session.jsonutil import parse_arguments
+from plugins.session.repair import NOT_STARTED, UNKNOWN_OUTCOME
 
 Event = Mapping[str, Any]
 

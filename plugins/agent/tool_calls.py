@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from plugins.llm import LlmError
-from plugins.session.jsonutil import loads
+from plugins.session.jsonutil import parse_arguments
 from plugins.session.owned import append_owned
 from plugins.tools import (
     ToolExecutionInput,
@@ -87,18 +87,6 @@ def refuse_repeated_call_ids(agent: Agent, blocks: Sequence[Mapping[str, Any]]) 
                 DUPLICATE_TOOL_CALL_ID,
             )
         fresh.add(call_id)
-
-
-def parse_arguments(raw: Any) -> Any:
-    """`""` → `{}`; valid JSON → its value; anything else stays the raw string."""
-    if not isinstance(raw, str):
-        return raw
-    if raw == "":
-        return {}
-    try:
-        return loads(raw)
-    except ValueError:
-        return raw
 
 
 async def run_tool_calls(

@@ -235,6 +235,19 @@ class JsonTooDeepError(ValueError):
     `ValueError` like every refusal of the text, never a bare `RecursionError`)."""
 
 
+def parse_arguments(raw: Any) -> Any:
+    """A tool call's `arguments`: `""` → `{}`; valid JSON → its value; anything else stays the
+    raw string."""
+    if not isinstance(raw, str):
+        return raw
+    if raw == "":
+        return {}
+    try:
+        return loads(raw)
+    except ValueError:
+        return raw
+
+
 def loads(text: str | bytes) -> Any:
     """Parse JSON text; refuses `NaN`, `Infinity` and numbers that overflow to infinity, and
     raises `JsonTooDeepError` for nesting deeper than the recursion limit allows.

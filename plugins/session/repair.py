@@ -3,19 +3,22 @@ the approval closer (docs/approval.md): open questions are cancelled first."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .eventlog import plain_events
 from .events import Event, closer_event
 
 __all__ = [
+    "NOT_STARTED",
     "TOOL_NOT_STARTED_ERROR",
     "TOOL_NOT_STARTED_TEXT",
     "TOOL_OUTCOME_UNKNOWN_ERROR",
     "TOOL_OUTCOME_UNKNOWN_TEXT",
+    "UNKNOWN_OUTCOME",
     "TurnFold",
     "interrupted_turn_closers",
+    "repair_code",
 ]
 
 TOOL_NOT_STARTED_ERROR = {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
@@ -30,6 +33,20 @@ TOOL_OUTCOME_UNKNOWN_TEXT = (
     "operation is read-only or idempotent; if it may have side effects, first verify external "
     "state or ask the user. Do not retry blindly."
 )
+
+#: The `error.code` of a repair result whose call was recorded but has no durable result.
+UNKNOWN_OUTCOME: str = TOOL_OUTCOME_UNKNOWN_ERROR["code"]
+#: The `error.code` of a repair result whose call never became durable.
+NOT_STARTED: str = TOOL_NOT_STARTED_ERROR["code"]
+
+
+def repair_code(event: Mapping[str, Any]) -> str | None:
+    """`TOOL_OUTCOME_UNKNOWN` / `TOOL_NOT_STARTED` for a repair `tool/result`, else None."""
+    if event["type"] != "tool/result":
+        return None
+    error = event["data"].get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if code in (UNKNOWN_OUTCOME, NOT_STARTED) else None
 
 
 class _Pending:

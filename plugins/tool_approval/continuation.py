@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from plugins.agent import Reject
 from plugins.agent.messages import tool_result_message
-from plugins.agent.tool_calls import parse_arguments
+from plugins.session.jsonutil import parse_arguments
 from plugins.tools import (
     Allow,
     Ask,

@@ -165,17 +165,63 @@ def test_an_mcp_row_is_neither_imported_nor_started_to_list_sessions(seeded: San
 def test_show_tells_the_checkpoint_policy_without_importing_its_barriers(seeded: Sandbox) -> None:
     # `dsh show` asks which policy the manifest mounts (to draw its barriers): the rows are
     # resolved, not validated again, and the barriers' model and tool machinery stays out, as
-    # do the run views (rich's live display and tables).
+    # do the run views (rich's live display and tables) and the agent's modules (the repair
+    # codes and the arguments' parser live with the session's repair and JSON helpers).
     done, loaded = _run(seeded, "show", "first")
     assert done.returncode == 0, done.stderr
     assert "checkpoint barrier of @deepseek-ai/dsh-session-checkpoint-policy" in done.stdout
     heavy = (
         "apps.cli.views",
+        "plugins.agent.opening",
+        "plugins.agent.tool_calls",
         "plugins.session_checkpoint_policy.barriers",
         "plugins.tools.service",
         "rich.live",
     )
     assert sorted(loaded.intersection(heavy)) == []
+
+
+#: The console script's body, reporting at exit how many times the manifest was read and the
+#: plugins' entry points scanned.
+READS_PROBE = """
+import atexit, sys
+import framework.loader as loader
+
+reads = []
+for name in ("load_manifest", "plugin_entry_points"):
+    def counted(*args, _name=name, _real=getattr(loader, name), **kwargs):
+        reads.append(_name)
+        return _real(*args, **kwargs)
+    setattr(loader, name, counted)
+atexit.register(lambda: sys.stderr.write("\\nREADS " + " ".join(sorted(reads))))
+from apps.cli.main import main
+
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    "args", [["show", "first"], ["export", "first", "--html", "page.html"], ["sessions"]]
+)
+def test_a_reading_command_reads_the_manifest_once(seeded: Sandbox, args: list[str]) -> None:
+    # `dsh show` and `export --html` tell the checkpoint policy from the rows the store's boot
+    # resolved: a second reading cost 2.5% of `show`'s instructions (docs/performance.md, P11)
+    done = subprocess.run(
+        [sys.executable, "-c", READS_PROBE, *args],
+        cwd=seeded.root,
+        env=seeded.env(),
+        text=True,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.rpartition("\nREADS ")[2].split() == [
+        "load_manifest",
+        "plugin_entry_points",
+    ]
+    if args[0] == "show":
+        assert "checkpoint barrier of @deepseek-ai/dsh-session-checkpoint-policy" in done.stdout
 
 
 #: The console script's body, reporting at exit how many collections ran from its start until the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from loader_helpers import rec, write
 
 from framework import ManifestError
 from framework.loader import boot, inspect_manifest, rows_serving
+from framework.manifest import Manifest
 
 pytestmark = pytest.mark.anyio
 __all__ = ["rec"]
@@ -178,3 +180,36 @@ def test_rows_serving_names_rows_and_their_groups(folder: Path) -> None:
         "store",
     }
     assert rows_serving(found.manifest, found.plugins, ["nobody"]) is None
+
+
+async def test_resolved_sees_every_enabled_row_before_any_is_mounted(
+    folder: Path, rec: Rec
+) -> None:
+    # a caller that asks which plugins a manifest mounts (`dsh show`'s checkpoint policy) takes
+    # them from the boot instead of reading the manifest a second time
+    manifest = write(
+        folder,
+        "app.yml",
+        """
+        - {id: agent, name: ./agent.py}
+        - {id: store, name: ./store.py}
+        - {id: base, name: ./base.py}
+        - {id: off, name: ./user.py, disabled: true}
+        """,
+    )
+    seen: list[tuple[list[str], dict[str, str], list[str]]] = []
+
+    def resolved(parsed: Manifest, plugins: Mapping[str, object]) -> None:
+        ids = [entry.id for entry in parsed.walk(enabled_only=True)]
+        names = {row: getattr(plugin, "name", "") for row, plugin in plugins.items()}
+        seen.append((ids, names, _applied(rec)))
+
+    async with boot(manifest, services=["store"], resolved=resolved):
+        assert _applied(rec) == ["base", "store"]
+    assert seen == [
+        (
+            ["agent", "store", "base"],
+            {"agent": "agent-plugin", "store": "store-plugin", "base": "base-plugin"},
+            [],
+        )
+    ]
