@@ -59,7 +59,9 @@ class _Done:
         yield
 
 
-_DONE = _Done()
+#: What `flush` returns when it had nothing to wait for (or wrote at once): awaitable, and
+#: recognisable, so that `session/flush` can tell the store there is nothing to await.
+DONE = _Done()
 
 
 class _Drain(_Latch):
@@ -241,7 +243,7 @@ class WriteController:
         if not self.pending or (not others_runnable() and self._write_at_once()):
             # Nothing to write, or a lone flush nobody could join written at once: the drain's
             # whole work without its bookkeeping (docs/performance.md).
-            return _DONE
+            return DONE
         return self._run_drain()
 
     async def _join(self) -> None:
