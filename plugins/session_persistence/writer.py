@@ -217,7 +217,8 @@ class WriteController:
         return self._written.wait()
 
     def flush(self) -> Awaitable[None]:
-        """Return once every event admitted before (or during) this call is durable.
+        """Return once every event admitted before (or during) this call is durable. Only
+        once the binding is ready (`LiveSessions.flush` waits for that first).
 
         Nothing pending and nothing in flight: no I/O. A flush arriving during a drain joins it.
         A failed write raises here; its batch stays queued, in order, for a later flush.
@@ -228,16 +229,6 @@ class WriteController:
         """
         self.cancel_timer()
         self._paused = False
-        if not self._ready.is_set():
-            return self._flush_when_ready()
-        return self._flush_ready()
-
-    async def _flush_when_ready(self) -> None:
-        await self._ready.wait()
-        await self._flush_ready()
-
-    def _flush_ready(self) -> Awaitable[None]:
-        """`flush` once the binding is ready."""
         if self._drain is not None or self._writing:
             return self._join()
         if not self.pending or (not others_runnable() and self._write_at_once()):
