@@ -49,8 +49,7 @@ class Coordinator:
         timers = Timers(clock, config.write_batch_max_delay_ms / 1000, spawn)
         self.live = LiveSessions(backend, self.table, self.locks, self.cold, timers, spawn)
         if isinstance(backend, Inlining):
-            bindings = self.live.bindings
-            backend.inline_gate.watch(lambda: len(bindings))
+            backend.inline_gate.watch(self.live.bindings.__len__)  # no Python frame per flush
 
     # -- stored sessions ------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from .locks import WriterLocks
 from .session_api import LiveSession
 from .state import Binding, Entry, Retirement, SessionTable
 from .timers import Spawn, Timers
-from .writer import WriteController
+from .writer import DONE, WriteController
 
 logger = logging.getLogger("plugins.session_persistence")
 
@@ -110,9 +110,13 @@ class LiveSessions:
 
     def on_flush(self, session: LiveSession) -> Awaitable[None] | None:
         """`session/flush`: await the init, then drain the session's buffer (what to await;
-        None for a session not bound here)."""
+        None for a session not bound here, or once its flush is already over: the store
+        then awaits nothing)."""
         binding = self.bindings.get(id(session)) or self.failed.get(id(session))
-        return None if binding is None else self.flush(binding)
+        if binding is None:
+            return None
+        pending = self.flush(binding)
+        return None if pending is DONE else pending
 
     def on_disposed(self, session: LiveSession) -> None:
         """`session/disposed`: retire the binding (flush, then drop state and lock)."""

@@ -189,17 +189,28 @@ class IoThread:
 
     def try_inline(self, fn: Callable[..., object], *args: Any) -> bool:
         """`fn(*args)` on the calling (loop) thread when an eligible call may run there now
-        (True, once it has returned; its exception propagates); else nothing (False)."""
-        if not self._may_inline():
+        (True, once it has returned; its exception propagates); else nothing (False). One
+        frame down to `fn`: a lone flush's path (docs/performance.md)."""
+        gate = self._gate
+        if gate is None or self._submitted != self._finished or self._spilled or not gate.allows():
             return False
-        self._call_inline(fn, *args)
+        start = gate.clock()
+        try:
+            fn(*args)
+        finally:
+            gate.record(gate.clock() - start)
         return True
 
     def _may_inline(self) -> bool:
         """Whether an eligible call may run on the loop thread now: the gate allows it and
         nothing is queued or running here (no overflow call either)."""
         gate = self._gate
-        return gate is not None and not self._queued and not self._spilled and gate.allows()
+        return (
+            gate is not None
+            and self._submitted == self._finished
+            and not self._spilled
+            and gate.allows()
+        )
 
     def _call_inline(self, fn: Callable[..., T], *args: Any) -> T:
         """`fn(*args)` on the calling (loop) thread, timed for the gate; only after

@@ -59,7 +59,9 @@ class _Done:
         yield
 
 
-_DONE = _Done()
+#: What `flush` returns when it had nothing to wait for (or wrote at once): awaitable, and
+#: recognisable, so that `session/flush` can tell the store there is nothing to await.
+DONE = _Done()
 
 
 class _Drain(_Latch):
@@ -215,7 +217,8 @@ class WriteController:
         return self._written.wait()
 
     def flush(self) -> Awaitable[None]:
-        """Return once every event admitted before (or during) this call is durable.
+        """Return once every event admitted before (or during) this call is durable. Only
+        once the binding is ready (`LiveSessions.flush` waits for that first).
 
         Nothing pending and nothing in flight: no I/O. A flush arriving during a drain joins it.
         A failed write raises here; its batch stays queued, in order, for a later flush.
@@ -226,22 +229,12 @@ class WriteController:
         """
         self.cancel_timer()
         self._paused = False
-        if not self._ready.is_set():
-            return self._flush_when_ready()
-        return self._flush_ready()
-
-    async def _flush_when_ready(self) -> None:
-        await self._ready.wait()
-        await self._flush_ready()
-
-    def _flush_ready(self) -> Awaitable[None]:
-        """`flush` once the binding is ready."""
         if self._drain is not None or self._writing:
             return self._join()
         if not self.pending or (not others_runnable() and self._write_at_once()):
             # Nothing to write, or a lone flush nobody could join written at once: the drain's
             # whole work without its bookkeeping (docs/performance.md).
-            return _DONE
+            return DONE
         return self._run_drain()
 
     async def _join(self) -> None:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
@@ -155,6 +155,8 @@ class JsonlBackend(BackendBase):
         self.root = Path(root)
         if not self.root.is_absolute():
             raise ValueError(f"the JSONL session root must be an absolute path, got {str(root)!r}")
+        #: `str(self.root)`, which every append's path needs (`PurePath.__str__` is Python).
+        self._root = str(self.root)
         self.compression: Final[Compression] = compression
         self.pack_chunks: Final = pack_chunks
         self._io = fileops or FileOps()
@@ -203,19 +205,15 @@ class JsonlBackend(BackendBase):
         with the lines a live session's encoder prepared for them (`ahead.Handoff`)."""
         ahead = self._handoff.pop(meta["id"], None)
         await self._thread.run(
-            self._append_batch, meta, list(events), is_materialized, ahead, inline=is_materialized
+            self._append_batch, meta, list(events), ahead, is_materialized, inline=is_materialized
         )
 
     def live_encoder(self) -> LiveEncoder:
-        """A live session's writes, its lines made as its events are admitted."""
-        return Handoff(self, self._handoff, Ahead(pack=self.pack_chunks), self._append_inline)
-
-    def _append_inline(
-        self, meta: JsonObject, events: builtins.list[JsonObject], ahead: Ahead
-    ) -> bool:
-        """A live session's materialized append right here, when the inline gate allows it
-        now (`ahead.Handoff.append_inline`); False: nothing was done."""
-        return self._thread.try_inline(self._append_batch, meta, events, True, ahead)
+        """A live session's writes, its lines made as its events are admitted; its synchronous
+        append (`ahead.Handoff.append_inline`) is the I/O thread's `try_inline` of a
+        materialized `_append_batch` (False: the gate said no, nothing was done)."""
+        inline = partial(self._thread.try_inline, self._append_batch)
+        return Handoff(self, self._handoff, Ahead(pack=self.pack_chunks), inline)
 
     async def commit_repair(
         self, meta: JsonObject, marker: object | None, closers: Sequence[JsonObject]
@@ -263,7 +261,7 @@ class JsonlBackend(BackendBase):
         """The random id in `<root>/store-id` (0600), created on first use; read once per
         instance (an id that changed under a running process would change its calls' keys)."""
         if self._identity is None:
-            self._identity = await self._run(read_or_create_store_id, str(self.root), self._io)
+            self._identity = await self._run(read_or_create_store_id, self._root, self._io)
         return self._identity
 
     async def aclose(self) -> None:
@@ -280,7 +278,7 @@ class JsonlBackend(BackendBase):
         return await self._thread.run(fn, *args)
 
     def _path(self, meta: JsonObject) -> str:
-        return _log_path(str(self.root), meta.get("cwd"), meta["id"], self._log_name)
+        return _log_path(self._root, meta.get("cwd"), meta["id"], self._log_name)
 
     def _lookup(self, session_id: str, projects: _Projects | None = None) -> str | None:
         """The log path of a stored id, refusing layouts this backend does not read
@@ -323,7 +321,7 @@ class JsonlBackend(BackendBase):
         """The project directories of the root, each with its storage-rule refusal (None when
         it is fine); None when the root does not exist. Other files in the root are ignored;
         an unsafe root is refused."""
-        root = str(self.root)
+        root = self._root
         if not fsguard.check_path(root, root):
             return None
         projects: builtins.list[tuple[os.DirEntry[str], fsguard.UnsafeStorageError | None]] = []
@@ -343,7 +341,7 @@ class JsonlBackend(BackendBase):
         session_id = header["id"]
         if session_id == "":
             raise misplaced_log(path, session_id, None)
-        expected = _log_path(str(self.root), header.get("cwd"), session_id, self._log_name)
+        expected = _log_path(self._root, header.get("cwd"), session_id, self._log_name)
         if path != expected:
             raise misplaced_log(path, session_id, expected)
 
@@ -531,7 +529,7 @@ class JsonlBackend(BackendBase):
         owner = self._owners.get(session_id)
         if owner is not None and owner.lock is not None:
             return None
-        fsguard.check_path(str(self.root), path)
+        fsguard.check_path(self._root, path)
         lock = WriterLock.acquire(session_id, os.path.join(os.path.dirname(path), LOCK_NAME))
         if owner is None:
             return lock
@@ -542,8 +540,8 @@ class JsonlBackend(BackendBase):
         self,
         meta: JsonObject,
         events: builtins.list[JsonObject],
-        is_materialized: bool,
-        ahead: Ahead | None = None,
+        ahead: Ahead | None,
+        is_materialized: bool = True,
     ) -> None:
         session_id = meta["id"]
         path = self._path(meta)
@@ -588,7 +586,7 @@ class JsonlBackend(BackendBase):
         if fd < 0:
             # A kept descriptor was checked when it was opened; from then on the path must
             # only keep naming its file (below).
-            fsguard.check_path(str(self.root), path)
+            fsguard.check_path(self._root, path)
             try:
                 fd = io.open(path, _APPEND_FLAGS)
             except OSError as error:
@@ -766,7 +764,7 @@ class JsonlBackend(BackendBase):
             except FileExistsError:
                 continue
             self._io.fsync_dir(os.path.dirname(path))
-        fsguard.check_path(str(self.root), directory, leaf_is_dir=True)
+        fsguard.check_path(self._root, directory, leaf_is_dir=True)
 
     def _delete_stored(self, session_id: str) -> bool:
         path = self._lookup(session_id)

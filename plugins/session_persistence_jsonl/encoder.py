@@ -64,6 +64,10 @@ def _taken_text(taken: list[list[Any]]) -> str:
     """The lines of a batch whose every event was prepared, admitted one after the other
     (`Ahead.take_all`): each delta's run as admitted, cut where the batch starts and ends,
     packed when that leaves `MIN_RUN` members (`pack_records`' rule, applied at admission)."""
+    if None not in map(_LINE, taken):
+        # Every event has its line: no delta of an open or packable run (those have none
+        # until the write packs them), so each is stored on its own line.
+        return "\n".join([*map(_LINE, taken), ""])
     out: list[str] = []
     count = len(taken)
     #: Where each run ends: at the next entry that continues none (or the batch's end).
@@ -88,6 +92,7 @@ def _taken_text(taken: list[list[Any]]) -> str:
     return "\n".join(out)
 
 
+_LINE = itemgetter(1)
 _GAP = itemgetter(4)
 _TEXT = itemgetter(3)
 

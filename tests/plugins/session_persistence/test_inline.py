@@ -327,3 +327,24 @@ async def test_a_lone_inline_flush_takes_no_ticket_and_no_awaited_append(
             assert tickets == []
         stored = await ctx.sessionPersistence.load("solo")
     assert [event["seq"] for event in stored.events] == list(range(WINDOW + 5))
+
+
+async def test_a_lone_inline_flush_is_over_when_its_listener_returns(tmp_path: Path) -> None:
+    """On asyncio a lone inline flush has nothing left to await once `session/flush`'s listener
+    returns: it returns None, so the store awaits nothing, and the event is already in the log
+    (trio's drain makes its loop pass first, so there the listener returns the drain)."""
+    async with Context() as ctx:
+        await _jsonl(ctx, tmp_path, 1000.0)
+        session = ctx.sessions.create("solo", seed=[], meta={"cwd": "/w"})
+        await _checkpoints(ctx, session, WINDOW + 1)
+        live = ctx.sessionPersistence._coordinator.live
+        log = Path(ctx.sessionPersistence.locate(session.header).path)
+        session.append("step/start", {"turn": 1, "step": 99})
+        pending = live.on_flush(session)
+        if sniffio.current_async_library() == "asyncio":
+            assert pending is None
+        else:
+            assert pending is not None
+            await pending
+        assert b'"step":99' in log.read_bytes().splitlines()[-1]
+        assert live.on_flush(session) is None  # nothing pending: nothing to await either
