@@ -341,24 +341,28 @@ class Context:
             name in self._root.service_names or name in class_service_names
         ):
             raise AttributeError(f"'Context' object has no attribute '{name}'")
+        if name not in Context.__dict__:
+            setattr(Context, name, _ServiceAttribute(name))
         return self._read(name)
 
     def _read(self, name: str) -> Any:
-        realm = self._realm(name)
+        realm = self._realms.get(name) or self._root.default_realm
         entry = realm.entries.get(name)
         fiber = self._fiber
         injected = name in self._injected
         if entry is not None:
-            if fiber.parent is None:
-                return self._view(realm, name)
             if (
-                injected
-                and entry.fiber.state is FiberState.ACTIVE
-                and fiber.state is not FiberState.DISPOSED
+                fiber.parent is None
+                or (
+                    injected
+                    and entry.fiber.state is FiberState.ACTIVE
+                    and fiber.state is not FiberState.DISPOSED
+                )
+                # the provider (or its child) reading its own service
+                or fiber.within(entry.fiber)
             ):
-                return self._view(realm, name)
-            if fiber.within(entry.fiber):  # the provider (or its child) reading its own service
-                return self._view(realm, name)
+                value = realm.value(name)
+                return value.bound(self) if isinstance(value, Service) else value
         elif fiber.parent is None:
             raise AttributeError(f'service "{name}" is not provided')
         if not injected:
@@ -502,6 +506,32 @@ class Context:
         with a declaration, each listener's result is checked against its `returns`."""
         declaration = event if isinstance(event, Event) else None
         return self._root.bus.waterfall(_name(event), args, self._scope, inner, declaration)
+
+
+class _ServiceAttribute:
+    """`ctx.<name>` for a service name, found by the normal attribute lookup (no failed lookup
+    before `Context.__getattr__`); `Context.__getattr__` installs one per name on its first
+    read (docs/performance.md, "Eighth round: reading a service"). Every rule and error is
+    `__getattr__`'s: an AttributeError from `__get__` falls back to it."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, ctx: Context | None, owner: type[Context]) -> Any:
+        name = self.name
+        if ctx is None:
+            raise AttributeError(f"type object '{owner.__name__}' has no attribute '{name}'")
+        if name in ctx._root.service_names or name in class_service_names:
+            return ctx._read(name)
+        raise AttributeError(name)  # not a service in this root: `__getattr__` says so
+
+    def __set__(self, ctx: Context, value: object) -> None:
+        raise AttributeError(f"'{type(ctx).__name__}' object has no attribute '{self.name}'")
+
+    def __delete__(self, ctx: Context) -> None:
+        raise AttributeError(f"'{type(ctx).__name__}' object has no attribute '{self.name}'")
 
 
 def _name(event: Event | str) -> str:
