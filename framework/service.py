@@ -33,6 +33,9 @@ class Service:
         name = cls.__dict__.get("provide")
         if isinstance(name, str):
             class_service_names.add(name)
+            from framework.context import install_service_attribute
+
+            install_service_attribute(name)
 
     def __init__(self, ctx: Context, config: Any = None) -> None:
         self.ctx = ctx

@@ -1,6 +1,7 @@
-"""`ctx.<service>` through the class attribute installed on a name's first read: the rules and
-errors of `Context.__getattr__`, unchanged (docs/performance.md, "Eighth round: reading a
-service"). Each test uses its own names: the attributes are installed once per process."""
+"""`ctx.<service>` through the class attribute installed per service name (when a root provides
+or injects it, or a `Service` subclass declares it): the rules and errors of the former
+`Context.__getattr__`, unchanged (docs/performance.md, "Eighth round: reading a service").
+Each test uses its own names: the attributes are installed once per process."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from framework import Context, ServiceError
+from framework import Context, Service, ServiceError
 
 pytestmark = pytest.mark.anyio
 
@@ -45,8 +46,7 @@ async def test_a_class_attribute_read_keeps_every_rule_and_error() -> None:
         reader = ctx.plugin(consumer("attrRules", readers))
         await ctx.plugin(lambda c, config: nosy.append(c))
         await ctx.settle()
-        assert readers[0].attrRules == 1
-        assert "attrRules" in vars(Context)  # later reads go through the class attribute
+        assert "attrRules" in vars(Context)  # reads go through the class attribute
         assert readers[0].attrRules == 1
         assert ctx.attrRules == 1
         assert errors(lambda: nosy[0].attrRules) == (
@@ -99,3 +99,23 @@ async def test_setting_deleting_or_reading_a_service_on_the_class_is_refused_as_
             getattr(Context, "attrWrite")  # noqa: B009
         assert str(info.value) == "type object 'Context' has no attribute 'attrWrite'"
         assert ctx.attrWrite == 1
+
+
+async def test_a_service_class_declared_later_reads_as_a_service() -> None:
+    nosy: list[Context] = []
+    async with Context() as ctx:
+        await ctx.plugin(lambda c, config: nosy.append(c))
+
+        class Late(Service):
+            provide = "attrLate"
+
+        assert errors(lambda: ctx.attrLate) == (
+            AttributeError,
+            'service "attrLate" is not provided',
+        )
+        assert errors(lambda: nosy[0].attrLate) == (
+            ServiceError,
+            'cannot get property "attrLate" without inject',
+        )
+        await ctx.plugin(Late)
+        assert isinstance(ctx.attrLate, Late)
