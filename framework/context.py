@@ -185,6 +185,7 @@ class Context:
         parent._children.append(fiber)
         self._root.service_names.update(required)
         for service in required:
+            install_service_attribute(service)
             self._root.dependents.setdefault(service, []).append(fiber)
         self._root.schedule(fiber)
         return fiber
@@ -279,6 +280,7 @@ class Context:
         entry = Entry(value, fiber)
         record = (name, realm, entry)
         root.service_names.add(name)
+        install_service_attribute(name)
 
         def setup() -> Callable[[], Awaitable[None]]:
             realm.add(name, entry)
@@ -336,29 +338,29 @@ class Context:
         """
         return self._realm(name).container
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or not (
-            name in self._root.service_names or name in class_service_names
-        ):
-            raise AttributeError(f"'Context' object has no attribute '{name}'")
-        return self._read(name)
+    if TYPE_CHECKING:
+        # `ctx.<service>` is a class attribute installed per service name (see
+        # `install_service_attribute`); to mypy, any attribute.
+        def __getattr__(self, name: str) -> Any: ...
 
     def _read(self, name: str) -> Any:
-        realm = self._realm(name)
+        realm = self._realms.get(name) or self._root.default_realm
         entry = realm.entries.get(name)
         fiber = self._fiber
         injected = name in self._injected
         if entry is not None:
-            if fiber.parent is None:
-                return self._view(realm, name)
             if (
-                injected
-                and entry.fiber.state is FiberState.ACTIVE
-                and fiber.state is not FiberState.DISPOSED
+                fiber.parent is None
+                or (
+                    injected
+                    and entry.fiber.state is FiberState.ACTIVE
+                    and fiber.state is not FiberState.DISPOSED
+                )
+                # the provider (or its child) reading its own service
+                or fiber.within(entry.fiber)
             ):
-                return self._view(realm, name)
-            if fiber.within(entry.fiber):  # the provider (or its child) reading its own service
-                return self._view(realm, name)
+                value = realm.value(name)
+                return value.bound(self) if isinstance(value, Service) else value
         elif fiber.parent is None:
             raise AttributeError(f'service "{name}" is not provided')
         if not injected:
@@ -502,6 +504,42 @@ class Context:
         with a declaration, each listener's result is checked against its `returns`."""
         declaration = event if isinstance(event, Event) else None
         return self._root.bus.waterfall(_name(event), args, self._scope, inner, declaration)
+
+
+class _ServiceAttribute:
+    """`ctx.<name>` for a service name: the service read with the rules of `Context.service`
+    if the name is a service of the context's root (provided or injected there, or a `Service`
+    subclass's `provide`), else the error of a missing attribute (docs/performance.md,
+    "Eighth round: reading a service")."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, ctx: Context | None, owner: type[Context]) -> Any:
+        name = self.name
+        if ctx is None:
+            raise AttributeError(f"type object '{owner.__name__}' has no attribute '{name}'")
+        if name in ctx._root.service_names or name in class_service_names:
+            return ctx._read(name)
+        raise AttributeError(f"'Context' object has no attribute '{name}'")
+
+    def __set__(self, ctx: Context, value: object) -> None:
+        raise AttributeError(f"'{type(ctx).__name__}' object has no attribute '{self.name}'")
+
+    def __delete__(self, ctx: Context) -> None:
+        raise AttributeError(f"'{type(ctx).__name__}' object has no attribute '{self.name}'")
+
+
+def install_service_attribute(name: str) -> None:
+    """Make `ctx.<name>` read service `name` (unless `_`-prefixed or already an attribute)."""
+    if not name.startswith("_") and name not in Context.__dict__:
+        setattr(Context, name, _ServiceAttribute(name))
+
+
+for _declared in tuple(class_service_names):
+    install_service_attribute(_declared)
 
 
 def _name(event: Event | str) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 if TYPE_CHECKING:
@@ -34,12 +33,17 @@ class Service:
         name = cls.__dict__.get("provide")
         if isinstance(name, str):
             class_service_names.add(name)
+            from framework.context import install_service_attribute
+
+            install_service_attribute(name)
 
     def __init__(self, ctx: Context, config: Any = None) -> None:
         self.ctx = ctx
         self.caller = ctx
         self.config = config
-        self._views: weakref.WeakKeyDictionary[Context, Self] = weakref.WeakKeyDictionary()
+        # A plain dict: each view holds its caller, so a weak key would outlive nothing
+        # (docs/performance.md, "Eighth round: reading a service").
+        self._views: dict[Context, Self] = {}
 
     def bound(self, caller: Context) -> Self:
         """This service as seen from `caller` (a shallow copy, cached per context)."""

@@ -77,9 +77,8 @@ class AgentsService(Service):
         self._host = host
         self._agents: dict[str, _Entry] = {}
 
-    # The services below are read per step: `ctx.service(name)` is `ctx.<name>` without the
-    # failed attribute lookup that reaches `Context.__getattr__` (docs/performance.md, "The
-    # agent step in the sixth round").
+    # The services below are read per step: `ctx.service(name)` reads with the rules of
+    # `ctx.<name>` at about its cost (docs/performance.md, "Eighth round: reading a service").
 
     @property
     def tools(self) -> ToolsService:
