@@ -189,16 +189,10 @@ class IoThread:
 
     def try_inline(self, fn: Callable[..., object], *args: Any) -> bool:
         """`fn(*args)` on the calling (loop) thread when an eligible call may run there now
-        (True, once it has returned; its exception propagates); else nothing (False). One
-        frame down to `fn`: a lone flush's path (docs/performance.md)."""
-        gate = self._gate
-        if gate is None or self._submitted != self._finished or self._spilled or not gate.allows():
+        (True, once it has returned; its exception propagates); else nothing (False)."""
+        if not self._may_inline():
             return False
-        start = gate.clock()
-        try:
-            fn(*args)
-        finally:
-            gate.record(gate.clock() - start)
+        self._call_inline(fn, *args)
         return True
 
     def _may_inline(self) -> bool:

@@ -259,7 +259,7 @@ def encode_rows(events: Sequence[JsonObject], ahead: Ahead | None = None) -> lis
     if taken is None:
         ready, members, texts = prepared(events, ahead, pack=True)
     elif not any(map(_MEMBER, taken)):
-        return [_compressed(entry[1]) for entry in taken]
+        return [_compressed(row) for row in map(_ROW, taken)]
     else:
         ready, members, texts = (list(map(get, taken)) for get in (_ROW, _MEMBER, _TEXT))
     if not any(members):  # nothing packable: each event is its own row

@@ -50,16 +50,23 @@ def apply(ctx, config):
 """
 
 
-def _run(dsh: Sandbox, *args: str | Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *(str(a) for a in args)],
+def _python(
+    dsh: Sandbox, *argv: str | Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python ARGV...` in the sandbox (its environment plus `env`), output captured."""
+    return subprocess.run(
+        [sys.executable, *(str(a) for a in argv)],
         cwd=dsh.root,
-        env=dsh.env({"DSH_PROBE_MARK": str(dsh.root / "probe-mark")}),
+        env=dsh.env(env),
         text=True,
         capture_output=True,
         timeout=60,
         check=False,
     )
+
+
+def _run(dsh: Sandbox, *args: str | Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    done = _python(dsh, "-c", PROBE, *args, env={"DSH_PROBE_MARK": str(dsh.root / "probe-mark")})
     head, _, loaded = done.stderr.rpartition("\nLOADED ")
     assert loaded, done.stderr
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, head), set(
@@ -206,15 +213,7 @@ main()
 def test_a_reading_command_reads_the_manifest_once(seeded: Sandbox, args: list[str]) -> None:
     # `dsh show` and `export --html` tell the checkpoint policy from the rows the store's boot
     # resolved: a second reading cost 2.5% of `show`'s instructions (docs/performance.md, P11)
-    done = subprocess.run(
-        [sys.executable, "-c", READS_PROBE, *args],
-        cwd=seeded.root,
-        env=seeded.env(),
-        text=True,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    done = _python(seeded, "-c", READS_PROBE, *args)
     assert done.returncode == 0, done.stderr
     assert done.stderr.rpartition("\nREADS ")[2].split() == [
         "load_manifest",
@@ -253,15 +252,7 @@ def test_the_commands_are_imported_without_collections_and_frozen(
     # the commands' modules live as long as the process: importing them paused, then frozen,
     # no collection walks them (10% of a listing's instructions); the collector is left as the
     # caller had it
-    done = subprocess.run(
-        [sys.executable, "-c", GC_PROBE, collector, "sessions"],
-        cwd=seeded.root,
-        env=seeded.env(),
-        text=True,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    done = _python(seeded, "-c", GC_PROBE, collector, "sessions")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0].split()[0] == "id"
     assert done.stderr.rpartition("\nGC ")[2].split() == ["0", str(enabled), "True"]
@@ -270,15 +261,7 @@ def test_the_commands_are_imported_without_collections_and_frozen(
 def test_the_main_module_runs_as_a_script(dsh: Sandbox) -> None:
     # `python -m apps.cli.main` stopped on a circular import: the `tools` command's module
     # imported the options of `apps.cli.main`, which the script had not defined yet.
-    done = subprocess.run(
-        [sys.executable, "-m", "apps.cli.main", "--help"],
-        cwd=dsh.root,
-        env=dsh.env({"COLUMNS": "100"}),
-        text=True,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    done = _python(dsh, "-m", "apps.cli.main", "--help", env={"COLUMNS": "100"})
     assert done.returncode == 0, done.stderr
     assert "Usage: dsh [OPTIONS] COMMAND [ARGS]..." in done.stdout
     assert " tools " in done.stdout

@@ -213,3 +213,16 @@ async def test_resolved_sees_every_enabled_row_before_any_is_mounted(
             [],
         )
     ]
+
+
+async def test_a_resolved_callback_that_raises_mounts_nothing(folder: Path, rec: Rec) -> None:
+    # the callback runs before any row is mounted: its error leaves nothing applied to dispose
+    manifest = write(folder, "app.yml", "- {id: base, name: ./base.py}\n")
+
+    def resolved(parsed: Manifest, plugins: Mapping[str, object]) -> None:
+        raise LookupError("no policy")
+
+    with pytest.raises(LookupError, match="no policy"):
+        async with boot(manifest, resolved=resolved):
+            pass
+    assert _applied(rec) == []
